@@ -1,0 +1,42 @@
+"""Wiring: builds the adapters and the app once per process, for the Lambda entry and the local stack alike."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from satellite.aws.catalog_store import DynamoCatalogStore
+from satellite.http_app import create_app
+from satellite.installation import Transport
+from satellite.router import Router
+from satellite.upstream import RemoteUpstream
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from satellite.config import Settings
+
+__all__ = ["Gateway", "build_gateway"]
+
+
+class Gateway:
+    """The gateway's long-lived parts: the app and what must be closed when the process stops."""
+
+    def __init__(self, app: FastAPI, router: Router, remote: RemoteUpstream) -> None:
+        self.app = app
+        self.router = router
+        self.remote = remote
+
+    async def aclose(self) -> None:
+        await self.remote.aclose()
+
+
+def build_gateway(settings: Settings, *, dynamodb_client: Any = None) -> Gateway:
+    """Build the store, the upstreams, the router and the app from ``settings``."""
+    store = DynamoCatalogStore(settings.catalog_table, client=dynamodb_client)
+    remote = RemoteUpstream(
+        environment=settings.environment,
+        call_timeout=settings.call_timeout_seconds,
+        connect_timeout=settings.connect_timeout_seconds,
+    )
+    router = Router(store, {Transport.STREAMABLE_HTTP: remote, Transport.SSE: remote})
+    return Gateway(create_app(router, settings), router, remote)

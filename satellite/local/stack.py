@@ -1,0 +1,191 @@
+"""``make dev``: the embedded AWS emulator, the tables, example upstream servers, discovery and the gateway.
+
+The same adapters as on AWS run against moto in server mode on loopback; tables are created from
+their one declaration in ``template.yaml``. Ctrl-C stops everything this started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import secrets
+import subprocess
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import boto3
+import uvicorn
+from moto.server import ThreadedMotoServer
+
+from satellite.aws.catalog_store import DynamoCatalogStore
+from satellite.aws.tables import create_tables
+from satellite.bootstrap import build_gateway
+from satellite.config import Settings
+from satellite.discovery import discover_and_store
+from satellite.local.processes import free_port, stop_process_group, wait_for_port
+from satellite.local.servers import load_servers
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from satellite.bootstrap import Gateway
+    from satellite.local.servers import LaunchSpec, LocalServer
+    from satellite.upstream import DiscoveryReport
+
+__all__ = ["LocalStack", "run_dev"]
+
+logger = logging.getLogger(__name__)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+TEMPLATE = REPO_ROOT / "template.yaml"
+START_TIMEOUT_SECONDS = float(os.environ.get("SATELLITE_LOCAL_START_TIMEOUT_SECONDS", "30"))
+
+
+class LocalStack:
+    """Emulator, tables, upstream processes and a discovered catalog; a context manager."""
+
+    def __init__(self, config: Path, *, token: str, environ: dict[str, str] | None = None) -> None:
+        self.config = config.resolve()
+        self.token = token
+        self.team, self.servers = load_servers(self.config)
+        self._environ = dict(os.environ if environ is None else environ)
+        self._stack = contextlib.ExitStack()
+        self.reports: list[DiscoveryReport] = []
+        self.endpoint_url = ""
+
+    def __enter__(self) -> LocalStack:
+        try:
+            self._start()
+        except BaseException:
+            self._stack.close()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    @property
+    def settings(self) -> Settings:
+        return Settings.from_environment(
+            {
+                **self._environ,
+                "SATELLITE_CATALOG_TABLE": "satellite-catalog",
+                "SATELLITE_ALLOWED_HOSTS": "127.0.0.1:*,localhost:*",
+                "SATELLITE_TOKENS": json.dumps({self.token: {"team": self.team}}),
+            }
+        )
+
+    def dynamodb(self) -> Any:
+        return boto3.client(
+            "dynamodb",
+            endpoint_url=self.endpoint_url,
+            region_name="us-east-1",
+            aws_access_key_id="local",
+            aws_secret_access_key="local",
+        )
+
+    def build_gateway(self) -> Gateway:
+        return build_gateway(self.settings, dynamodb_client=self.dynamodb())
+
+    def _start(self) -> None:
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        port = free_port()
+        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+        moto.start()
+        self._stack.callback(moto.stop)
+        self.endpoint_url = f"http://127.0.0.1:{port}"
+        settings = self.settings
+        create_tables(self.dynamodb(), {"CatalogTable": settings.catalog_table})
+        for server in self.servers:
+            if server.start is not None:
+                self._launch(server, server.start)
+        store = DynamoCatalogStore(settings.catalog_table, client=self.dynamodb())
+        for server in self.servers:
+            store.add_installation(server.installation)
+        remote = [s.installation for s in self.servers if s.installation.transport.is_remote]
+        self.reports = anyio.run(discover_and_store, store, remote, settings, _now)
+
+    def _launch(self, server: LocalServer, spec: LaunchSpec) -> None:
+        url = server.installation.url or ""
+        host_port = url.split("//", 1)[1].split("/", 1)[0]
+        host, _, port = host_port.rpartition(":")
+        process = subprocess.Popen(
+            [spec.command, *spec.args],
+            cwd=self.config.parent,
+            env={**self._environ, **spec.env},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._stack.callback(stop_process_group, process)
+        wait_for_port(int(port), START_TIMEOUT_SECONDS, process, host=host)
+
+    @contextlib.contextmanager
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+        """Serve the gateway in a background thread; yields its ``/mcp`` URL."""
+        port = port or free_port()
+        gateway = self.build_gateway()
+        server = uvicorn.Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="off"))
+        thread = threading.Thread(target=server.run, name="gateway", daemon=True)
+        thread.start()
+        try:
+            wait_for_port(port, START_TIMEOUT_SECONDS, host=host)
+            yield f"http://{host}:{port}/mcp"
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)
+
+
+def run_dev(config: Path, host: str, port: int) -> int:
+    """Run the local stack in the foreground until Ctrl-C; returns the exit code."""
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    with LocalStack(config, token=_dev_token()) as stack:
+        print(f"Satellite gateway: http://{host}:{port}/mcp")
+        print(f"Dev token:         {stack.token}   (send 'Authorization: Bearer {stack.token}')")
+        print(f"Emulator:          {stack.endpoint_url} (team {stack.team!r})")
+        for line in summary_lines(stack):
+            print(line)
+        gateway = stack.build_gateway()
+        server = uvicorn.Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="off"))
+        server.run()
+    return 0
+
+
+def summary_lines(stack: LocalStack) -> list[str]:
+    """One line per configured server: tools, resources and status."""
+    by_id = {r.installation.installation_id: r for r in stack.reports}
+    lines = []
+    for server in stack.servers:
+        inst = server.installation
+        report = by_id.get(inst.installation_id)
+        if report is None:
+            lines.append(f"  {inst.slug:<20} {inst.transport:<16} not discovered here (stdio runs on a worker)")
+        elif report.catalog is not None:
+            c = report.catalog
+            warn = f", {len(c.warnings)} warnings" if c.warnings else ""
+            lines.append(
+                f"  {inst.slug:<20} {inst.transport:<16} online: {len(c.tools)} tools, {len(c.resources)} resources, "
+                f"{len(c.templates)} templates{warn}"
+            )
+        else:
+            lines.append(f"  {inst.slug:<20} {inst.transport:<16} {report.failure_kind}: {report.failure_message}")
+    return lines
+
+
+def _dev_token() -> str:
+    path = REPO_ROOT / "infra" / "local" / ".state" / "dev-token"
+    if path.exists():
+        return path.read_text().strip()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(24)
+    path.write_text(token + "\n")
+    return token
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,98 @@
+"""Ports: the small interfaces the core is written against. Adapters live in ``satellite.aws`` and
+``satellite.upstream``; tests may use in-memory twins for pure logic."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
+    from satellite.catalog import DiscoveredCatalog, InstallationStatus, Status, TeamCatalog
+    from satellite.installation import Installation
+
+__all__ = ["CatalogStore", "Upstream"]
+
+
+class CatalogStore(Protocol):
+    """Where installations, their status and their discovered catalog live, scoped by team."""
+
+    def catalog_version(self, team_id: str) -> int:
+        """The team's catalog version: it moves whenever anything the gateway serves changes (0 if none)."""
+        ...
+
+    def load_catalog(self, team_id: str) -> TeamCatalog:
+        """The team's whole catalog in one consistent snapshot (never a half-replaced installation)."""
+        ...
+
+    def add_installation(self, installation: Installation) -> None:
+        """Add a new installation with status ``never``.
+
+        Raises:
+            DuplicateSlug: the team already has an installation with this slug for the same owner.
+            ConflictError: the installation id already exists.
+        """
+        ...
+
+    def update_installation(self, installation: Installation) -> None:
+        """Replace an installation's configuration, keeping its status and cached entries.
+
+        Raises:
+            NotFound: no such installation.
+            DuplicateSlug: the new slug is taken.
+        """
+        ...
+
+    def remove_installation(self, team_id: str, installation_id: str) -> None:
+        """Remove an installation with its status and every cached tool, resource and template."""
+        ...
+
+    def replace_catalog(self, team_id: str, installation_id: str, discovered: DiscoveredCatalog) -> None:
+        """Atomically replace an installation's tools, resources and templates and mark it online.
+
+        Readers see either the old entries or the new ones, never a mix. An older ``discovered_at``
+        never overwrites a newer one.
+
+        Raises:
+            NotFound: the installation was removed meanwhile.
+            ConflictError: a newer discovery was already stored.
+        """
+        ...
+
+    def set_status(
+        self,
+        team_id: str,
+        installation_id: str,
+        status: InstallationStatus,
+        expected: Collection[Status] | None = None,
+    ) -> None:
+        """Conditionally set an installation's status.
+
+        The write succeeds only if the stored status is one of ``expected`` (any, when ``None``) and
+        the stored ``changed_at`` is not newer than ``status.changed_at``.
+
+        Raises:
+            NotFound: no such installation.
+            ConflictError: the condition failed.
+        """
+        ...
+
+
+class Upstream(Protocol):
+    """Runs calls against an installation's upstream server; results are raw MCP result objects."""
+
+    async def call_tool(self, installation: Installation, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """Run ``tools/call`` and return the upstream result unchanged (content, structuredContent, isError).
+
+        Raises:
+            UpstreamError: the upstream could not be reached or answered with a protocol error.
+        """
+        ...
+
+    async def read_resource(self, installation: Installation, uri: str) -> dict[str, Any]:
+        """Run ``resources/read`` and return the upstream result unchanged (text and blob contents).
+
+        Raises:
+            UpstreamError: the upstream could not be reached or answered with a protocol error.
+        """
+        ...
