@@ -37,7 +37,7 @@ lint-template: $(STAMP_PY) $(STAMP_SAM)
 
 # --build-in-source skips SAM's copy of the whole source tree (CodeUri is `.`, so the copy would include .venv and
 # node_modules); build-GatewayFunction works from either place.
-sam-build: $(STAMP_SAM)
+sam-build: $(STAMP_SAM) $(STAMP_MODEL)
 	@test -n "$(PYTHON312)" || { echo 'sam-build: no python3.12 found (on PATH or in pyenv)' >&2; exit 1; }
 	$(SAM_ENV) PYTHON312=$(PYTHON312) $(SAM) build --build-in-source --template-file template.yaml \
 		--build-dir .aws-sam/build

@@ -79,6 +79,11 @@ class _McpEndpoint:
             )
             await response(scope, receive, send)
             return
+        content_type = _header(scope, b"content-type").split(";")[0].strip().lower()
+        if content_type != "application/json":
+            message = f"Unsupported Content-Type {content_type or '(none)'!r}: send JSON-RPC as application/json."
+            await JSONResponse(_jsonrpc_error(-32600, message), status_code=415)(scope, receive, send)
+            return
         manager = StreamableHTTPSessionManager(
             self._server,
             json_response=True,
@@ -95,14 +100,17 @@ class _McpEndpoint:
 
 
 def _authenticate(scope: Scope, tokens: Mapping[str, Identity]) -> Identity | None:
-    header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
-    scheme, _, presented = header.partition(" ")
+    scheme, _, presented = _header(scope, b"authorization").partition(" ")
     if scheme.lower() != "bearer" or not presented:
         return None
     for token, identity in tokens.items():
         if hmac.compare_digest(token.encode(), presented.strip().encode()):
             return identity
     return None
+
+
+def _header(scope: Scope, name: bytes) -> str:
+    return next((v.decode("latin-1") for k, v in scope["headers"] if k == name), "")
 
 
 def _jsonrpc_error(code: int, message: str) -> dict[str, Any]:

@@ -72,12 +72,15 @@ class Router:
         return (await self._view(identity)).catalog
 
     async def discover(self, identity: Identity, query: str, limit: int = DEFAULT_DISCOVER_LIMIT) -> dict[str, Any]:
-        """Rank the caller's serving tools for ``query``; see the module docstring of ``satellite.search``."""
-        started = time.perf_counter()
+        """Rank the caller's serving tools for ``query``; see the module docstring of ``satellite.search``.
+
+        ``total_found`` counts tools with any relevance (at most 50); ``search_time_ms`` is the ranking alone.
+        """
         limit = max(1, min(int(limit), MAX_DISCOVER_LIMIT))
         if not is_meaningful_query(query):
             return {"query": query, "tools": [], "total_found": 0, "search_time_ms": 0.0, "guidance": QUERY_GUIDANCE}
         view = await self._view(identity)
+        started = time.perf_counter()
         hits = view.index.search(query, MAX_DISCOVER_LIMIT)
         tools = [self._hit(view.catalog, hit.path, hit.score) for hit in hits[:limit]]
         response: dict[str, Any] = {

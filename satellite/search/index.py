@@ -1,21 +1,50 @@
-"""Tool search index (draft)."""
+"""Hybrid tool search: BM25F over words plus cosine similarity of static sentence embeddings.
+
+Score of a hit, in [0, 1]::
+
+    score = LEXICAL_WEIGHT * lexical + (1 - LEXICAL_WEIGHT) * max(cosine, 0)
+
+``lexical`` is the tool's BM25F score divided by the best score any tool could reach for the query's words (every
+query word present in the name at saturation), so 1.0 means "all the query's words, prominently"; ``cosine`` is
+the cosine similarity of the query's and the tool's static embeddings. Scores are comparable between tools of
+one query, and only roughly between queries.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from satellite.search.embedding import (
+    DIM,
+    document_words,
+    embed_document_words,
+    ensure_model,
+    from_bytes,
+    parameter_names,
+    to_bytes,
+)
 from satellite.search.lexical import Fields, LexicalIndex
 from satellite.search.text import content_words, split_words
 
-MAX_SCHEMA_DEPTH = 3
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+    from numpy.typing import NDArray
+
+LEXICAL_WEIGHT = 0.4
 
 
 @dataclass(frozen=True, slots=True)
 class SearchDocument:
+    """One tool as search sees it.
+
+    ``embedding`` is what :func:`satellite.search.embed_document` returned for this tool at discovery time; when
+    absent (or made by a model of another size) the index computes it.
+    """
+
     path: str
     server: str
     name: str
@@ -26,25 +55,18 @@ class SearchDocument:
 
 @dataclass(frozen=True, slots=True)
 class SearchHit:
+    """A ranked tool: its ``server:tool`` path and its relevance in [0, 1] (see the module docstring)."""
+
     path: str
     score: float
 
 
-def parameter_names(schema: Mapping[str, Any], depth: int = 0) -> list[str]:
-    props = schema.get("properties")
-    names: list[str] = []
-    if isinstance(props, Mapping):
-        for key, sub in props.items():
-            names.append(str(key))
-            if depth < MAX_SCHEMA_DEPTH and isinstance(sub, Mapping):
-                names.extend(parameter_names(sub, depth + 1))
-                items = sub.get("items")
-                if isinstance(items, Mapping):
-                    names.extend(parameter_names(items, depth + 1))
-    return names
+def is_meaningful_query(query: str) -> bool:
+    """Whether ``query`` has at least one word that is not a stop word (so search can rank anything by it)."""
+    return bool(content_words(query))
 
 
-def document_fields(doc: SearchDocument) -> Fields:
+def _fields(doc: SearchDocument) -> Fields:
     return Fields(
         name=split_words(doc.name),
         server=split_words(doc.server),
@@ -53,25 +75,69 @@ def document_fields(doc: SearchDocument) -> Fields:
     )
 
 
+def _compute_embedding(doc: SearchDocument) -> NDArray[np.float32]:
+    return embed_document_words(
+        document_words(doc.server, doc.name, doc.description, parameter_names(doc.input_schema))
+    )
+
+
+def _embedding(doc: SearchDocument) -> NDArray[np.float32]:
+    if doc.embedding is not None:
+        stored = from_bytes(doc.embedding)
+        if stored is not None:
+            return stored
+    return _compute_embedding(doc)
+
+
+def embed_document(doc: SearchDocument) -> bytes:
+    """The tool's embedding, to compute once at discovery time and pass back as ``SearchDocument.embedding``.
+
+    Returns:
+        ``EMBEDDING_BYTES`` bytes: little-endian float16 vector, L2-normalised (see :mod:`satellite.search.embedding`).
+
+    Raises:
+        ModelNotBuiltError: If the static embedding table has not been built.
+    """
+    return to_bytes(_compute_embedding(doc))
+
+
 class SearchIndex:
-    def __init__(self, documents: Sequence[SearchDocument]) -> None:
-        self._paths = [d.path for d in documents]
-        self._lexical = LexicalIndex([document_fields(d) for d in documents])
+    """An immutable index over a fixed list of tools."""
+
+    def __init__(self, paths: list[str], lexical: LexicalIndex, embeddings: NDArray[np.float32]) -> None:
+        self._paths = paths
+        self._lexical = lexical
+        self._embeddings = embeddings
 
     @classmethod
     def build(cls, documents: Sequence[SearchDocument]) -> SearchIndex:
-        return cls(documents)
+        """Index ``documents``; their order breaks ties between equal scores.
+
+        Raises:
+            ModelNotBuiltError: If the static embedding table has not been built.
+        """
+        ensure_model()
+        embeddings = np.zeros((len(documents), DIM), dtype=np.float32)
+        for row, doc in enumerate(documents):
+            embeddings[row] = _embedding(doc)
+        return cls([d.path for d in documents], LexicalIndex([_fields(d) for d in documents]), embeddings)
 
     def __len__(self) -> int:
         return len(self._paths)
 
     def search(self, query: str, limit: int) -> list[SearchHit]:
-        terms = self._lexical.query_terms(query)
-        if not terms or limit <= 0:
+        """The ``limit`` best tools for ``query``, best first; [] if the query has no meaningful word."""
+        if limit <= 0 or not self._paths or not is_meaningful_query(query):
             return []
-        scores = self._lexical.scores(terms)
-        top = self._lexical.max_score(terms)
-        k = min(limit, len(self._paths))
-        idx = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        idx = idx[np.argsort(-scores[idx], kind="stable")]
-        return [SearchHit(self._paths[i], float(scores[i] / top)) for i in idx if scores[i] > 0]
+        terms = self._lexical.query_terms(query)
+        scores = np.zeros(len(self._paths), dtype=np.float32)
+        if terms:
+            scores += self._lexical.scores(terms) * np.float32(LEXICAL_WEIGHT / self._lexical.max_score(terms))
+        # Misspelt words are embedded as the catalog words they were corrected to.
+        query_vector = ensure_model().embed_words(self._lexical.corrected_words(query))
+        cosine = self._embeddings @ query_vector
+        scores += np.maximum(cosine, 0.0) * np.float32(1.0 - LEXICAL_WEIGHT)
+        k = min(limit, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [SearchHit(self._paths[i], min(float(scores[i]), 1.0)) for i in top if scores[i] > 0.0]

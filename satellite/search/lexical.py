@@ -9,7 +9,7 @@ arrays together.
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -70,10 +70,10 @@ class LexicalIndex:
         for f in fields:
             surface.update(f.description, f.params, f.server)
         known = frozenset(w for w in surface if len(w) >= MIN_COMPOUND_PART)
-        weighted_tfs: list[Counter[str]] = []
+        weighted_tfs: list[dict[str, float]] = []
         lengths: list[float] = []
         for f in fields:
-            tf: Counter[str] = Counter()
+            tf: dict[str, float] = defaultdict(float)
             name_words = [part for w in f.name for part in split_compound(w, known)]
             for field_name, words in (
                 ("name", name_words),
@@ -140,6 +140,14 @@ class LexicalIndex:
                 cs = stem(candidate)
                 terms[cs] = max(terms.get(cs, 0.0), CORRECTION_WEIGHT)
         return [QueryTerm(s, w) for s, w in terms.items()]
+
+    def corrected_words(self, query: str) -> list[str]:
+        """Content words of ``query`` with each unknown word replaced by its closest catalog word, if any."""
+        out: list[str] = []
+        for word in content_words(query):
+            candidates = [] if stem(word) in self._postings else self.correct(word)
+            out.append(candidates[0] if candidates else word)
+        return out
 
     def max_score(self, terms: Sequence[QueryTerm]) -> float:
         """An upper bound of :meth:`scores` for these terms, used to map scores into [0, 1]."""

@@ -44,7 +44,8 @@ def _layer_norm(x: NDArray[np.float32], weight: NDArray[np.float32], bias: NDArr
 
 def _gelu(x: NDArray[np.float32]) -> NDArray[np.float32]:
     # BERT uses the exact erf GELU; numpy has no erf, so use the tanh form (max abs error ~1e-3).
-    out: NDArray[np.float32] = 0.5 * x * (1.0 + np.tanh(0.7978845608 * (x + 0.044715 * x**3)))
+    inner = np.float32(0.7978845608) * (x + np.float32(0.044715) * x * x * x)
+    out: NDArray[np.float32] = (np.float32(0.5) * x * (np.float32(1.0) + np.tanh(inner))).astype(np.float32)
     return out
 
 
@@ -52,8 +53,12 @@ class Encoder:
     """BERT encoder (embeddings + transformer layers) over float32 numpy weights."""
 
     def __init__(self, tensors: dict[str, NDArray[np.float32]], heads: int) -> None:
-        self._t = tensors
+        # Contiguous (in, out) matrices: numpy's matmul falls off the BLAS fast path on transposed views.
+        self._t = {
+            k: np.ascontiguousarray(v.T) if v.ndim == 2 and k.startswith("encoder.") else v for k, v in tensors.items()
+        }
         self._heads = heads
+        self.hidden_size = int(tensors["embeddings.word_embeddings.weight"].shape[1])
         self._layers = 1 + max(int(k.split(".")[2]) for k in tensors if k.startswith("encoder.layer."))
 
     def hidden_states(self, ids: NDArray[np.int64], mask: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -65,15 +70,17 @@ class Encoder:
             + t["embeddings.position_embeddings.weight"][:length][None, :, :]
             + t["embeddings.token_type_embeddings.weight"][0][None, None, :]
         )
-        x = _layer_norm(x, t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"])
         hidden = x.shape[-1]
+        x = _layer_norm(
+            x.reshape(batch * length, hidden), t["embeddings.LayerNorm.weight"], t["embeddings.LayerNorm.bias"]
+        )
         head_dim = hidden // self._heads
         attention_bias = ((1.0 - mask) * -1e9)[:, None, None, :].astype(np.float32)
         for i in range(self._layers):
             p = f"encoder.layer.{i}."
 
             def linear(v: NDArray[np.float32], name: str, prefix: str = p) -> NDArray[np.float32]:
-                out: NDArray[np.float32] = v @ t[prefix + name + ".weight"].T + t[prefix + name + ".bias"]
+                out: NDArray[np.float32] = v @ t[prefix + name + ".weight"] + t[prefix + name + ".bias"]
                 return out
 
             def split(v: NDArray[np.float32]) -> NDArray[np.float32]:
@@ -86,7 +93,7 @@ class Encoder:
             logits -= logits.max(axis=-1, keepdims=True)
             weights = np.exp(logits)
             weights /= weights.sum(axis=-1, keepdims=True)
-            context = (weights @ v).transpose(0, 2, 1, 3).reshape(batch, length, hidden)
+            context = (weights @ v).transpose(0, 2, 1, 3).reshape(batch * length, hidden)
             x = _layer_norm(
                 x + linear(context, "attention.output.dense"),
                 t[p + "attention.output.LayerNorm.weight"],
@@ -97,7 +104,7 @@ class Encoder:
                 t[p + "output.LayerNorm.weight"],
                 t[p + "output.LayerNorm.bias"],
             )
-        return x
+        return x.reshape(batch, length, hidden)
 
     def mean_pooled(self, ids: NDArray[np.int64], mask: NDArray[np.float32]) -> NDArray[np.float32]:
         """Mask-weighted mean of the last hidden states, shape (batch, hidden): the sentence embedding."""

@@ -22,7 +22,11 @@ def run() -> list[tuple[str, str, str]]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     subprocess.run([sys.executable, "-c", SNIPPET], env=env, check=True, capture_output=True)
     samples = [
-        float(subprocess.run([sys.executable, "-c", SNIPPET], env=env, check=True, capture_output=True, text=True).stdout)
+        float(
+            subprocess.run([sys.executable, "-c", SNIPPET], env=env, check=True, capture_output=True, text=True).stdout
+        )
         for _ in range(RUNS)
     ]
-    return [("handler import (cold process, bytecode cached)", f"{1000 * statistics.median(samples):.0f} ms", "<= 400 ms")]
+    return [
+        ("handler import (cold process, bytecode cached)", f"{1000 * statistics.median(samples):.0f} ms", "<= 400 ms")
+    ]

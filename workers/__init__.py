@@ -1,0 +1,1 @@
+"""Fargate workers hosting stdio MCP servers (reached through SQS request/response queues)."""
