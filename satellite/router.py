@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio.to_thread
 from rapidfuzz import fuzz, process
@@ -25,12 +25,12 @@ from satellite.catalog import (
     parse_tool_path,
     rewrite_ui_meta,
 )
-from satellite.errors import NotFound, Unavailable, UnknownResource, UnknownTool
+from satellite.errors import NotFound, SatelliteError, Unavailable, UnknownResource, UnknownTool
 from satellite.search import SearchDocument, SearchIndex, is_meaningful_query
 from satellite.signature import render_signature
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Awaitable, Callable, Mapping
 
     from satellite.config import Identity
     from satellite.installation import Transport
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = ["MAX_DISCOVER_LIMIT", "Router"]
 
 logger = logging.getLogger(__name__)
+_R = TypeVar("_R")
 
 MAX_DISCOVER_LIMIT = 50
 DEFAULT_DISCOVER_LIMIT = 10
@@ -103,13 +104,16 @@ class Router:
             UpstreamError: the upstream failed.
         """
         slug, name = parse_tool_path(tool_path)
-        catalog = await self.view(identity)
-        entry = self._installation(catalog, slug, tool_path)
-        upstream = self._upstream(entry)
-        if entry.tool(name) is None:
-            suggestions = _closest(tool_path, catalog.tool_paths([entry]) or catalog.tool_paths())
-            raise UnknownTool(f"server {slug!r} has no tool {name!r}", suggestions)
-        return await upstream.call_tool(entry.installation, name, arguments)
+
+        def route(catalog: TeamCatalog) -> tuple[Upstream, InstallationCatalog]:
+            entry = self._installation(catalog, slug, tool_path)
+            upstream = self._upstream(entry)
+            if entry.tool(name) is None:
+                suggestions = _closest(tool_path, catalog.tool_paths([entry]) or catalog.tool_paths())
+                raise UnknownTool(f"server {slug!r} has no tool {name!r}", suggestions)
+            return upstream, entry
+
+        return await self._routed(identity, route, lambda up, entry: up.call_tool(entry.installation, name, arguments))
 
     async def list_resources(self, identity: Identity) -> dict[str, Any]:
         """Every cached resource and template of the caller's serving installations, namespaced."""
@@ -138,13 +142,66 @@ class Router:
             UpstreamError: the upstream failed.
         """
         slug, uri = parse_resource_uri(namespaced_uri)
-        catalog = await self.view(identity)
-        try:
-            entry = catalog.by_slug(slug)
-        except NotFound as exc:
-            known = [format_resource_uri(e.slug, r.uri) for e in catalog.installations for r in e.resources]
-            raise UnknownResource(f"no server {slug!r} is installed", _closest(namespaced_uri, known)) from exc
-        return await self._upstream(entry).read_resource(entry.installation, uri)
+
+        def route(catalog: TeamCatalog) -> tuple[Upstream, InstallationCatalog]:
+            try:
+                entry = catalog.by_slug(slug)
+            except NotFound as exc:
+                known = [format_resource_uri(e.slug, r.uri) for e in catalog.installations for r in e.resources]
+                raise UnknownResource(f"no server {slug!r} is installed", _closest(namespaced_uri, known)) from exc
+            return self._upstream(entry), entry
+
+        return await self._routed(identity, route, lambda up, entry: up.read_resource(entry.installation, uri))
+
+    async def _routed(
+        self,
+        identity: Identity,
+        route: Callable[[TeamCatalog], tuple[Upstream, InstallationCatalog]],
+        act: Callable[[Upstream, InstallationCatalog], Awaitable[_R]],
+    ) -> _R:
+        """Route with the caller's cached view and act, while the catalog version check runs alongside.
+
+        The check never delays a call that the cached view can route; when the cached view cannot
+        route it (a server or tool added, re-enabled or recovered since), the check's fresh view decides.
+        The fresh view serves the next request either way.
+        """
+        cached = self._views.get((identity.team_id, identity.user_id))
+        if cached is None:
+            return await act(*route((await self._view(identity)).catalog))
+        checked = anyio.Event()
+        fresh: list[_View | SatelliteError] = []
+        outcome: list[_R] = []
+        failure: list[SatelliteError] = []
+
+        async def check() -> None:
+            try:
+                fresh.append(await self._view(identity))
+            except SatelliteError as exc:
+                fresh.append(exc)
+            checked.set()
+
+        async def attempt() -> None:
+            try:
+                try:
+                    target = route(cached.catalog)
+                except (NotFound, Unavailable):
+                    await checked.wait()
+                    view = fresh[0]
+                    if isinstance(view, SatelliteError):
+                        raise view from None
+                    if view is cached:
+                        raise
+                    target = route(view.catalog)
+                outcome.append(await act(*target))
+            except SatelliteError as exc:
+                failure.append(exc)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(check)
+            await attempt()
+        if failure:
+            raise failure[0]
+        return outcome[0]
 
     async def _view(self, identity: Identity) -> _View:
         key = (identity.team_id, identity.user_id)

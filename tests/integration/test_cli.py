@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+
 def test_search_prints_one_json_line_per_query_ranked_by_the_gateways_search(tmp_path: Path) -> None:
     # Given a catalog and queries in the bench format
     catalog = tmp_path / "tools.jsonl"

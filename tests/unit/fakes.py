@@ -27,7 +27,7 @@ class MemoryStore:
     def load_catalog(self, team_id: str) -> TeamCatalog:
         self.loads += 1
         team = self.entries.get(team_id, {})
-        return TeamCatalog(team_id, self.catalog_version(team_id), tuple(team.values()))
+        return TeamCatalog(team_id, self.versions.get(team_id, 0), tuple(team.values()))
 
     def add_installation(self, installation: Installation, status: InstallationStatus | None = None) -> None:
         from datetime import UTC, datetime

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 
+import anyio
 import pytest
 
 from satellite.catalog import (
@@ -17,6 +20,9 @@ from satellite.errors import FailureKind, InvalidInstallation, Unavailable, Unkn
 from satellite.installation import Installation, Transport
 from satellite.router import Router
 from tests.unit.fakes import MemoryStore, RecordingUpstream
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 pytestmark = pytest.mark.anyio
 
@@ -178,3 +184,58 @@ async def test_teams_never_see_each_other() -> None:
     with pytest.raises(UnknownTool):
         await router.execute(other, "github:create_issue", {})
     assert store.catalog_version("t2") == 0
+
+
+async def test_a_server_added_after_the_view_was_cached_is_routed_with_the_fresh_view() -> None:
+    # Given a router that already cached alice's view
+    store, upstream, router = seeded()
+    await router.discover(ALICE, "issue", 5)
+    # When a new server is installed and discovered, then called at once
+    jira = installation("jira")
+    store.add_installation(jira)
+    discovered = DiscoveredCatalog(
+        jira.config_hash, Transport.STREAMABLE_HTTP, NOW, "test", tools=(tool("create_ticket", "Create a ticket"),)
+    )
+    store.replace_catalog("t1", jira.installation_id, discovered)
+    await router.execute(ALICE, "jira:create_ticket", {})
+    # Then the call reached it
+    assert upstream.calls[-1] == ("jira", "create_ticket", {})
+
+
+class GatedStore(MemoryStore):
+    """A store whose version check finishes only once the upstream call has started (or 2 s pass)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.check_saw_call: list[bool] = []
+
+    def catalog_version(self, team_id: str) -> int:
+        if self.loads:
+            self.check_saw_call.append(self.gate.wait(timeout=2))
+        return super().catalog_version(team_id)
+
+
+class GateOpeningUpstream(RecordingUpstream):
+    def __init__(self, gate: threading.Event) -> None:
+        super().__init__()
+        self.gate = gate
+
+    async def call_tool(self, installation: Installation, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        self.gate.set()
+        return await super().call_tool(installation, name, arguments)
+
+
+async def test_the_version_check_runs_alongside_the_upstream_call_not_before_it() -> None:
+    # Given a warm view and a version check that can only finish after the upstream call started
+    seeded_store, _, _ = seeded()
+    store = GatedStore()
+    store.entries, store.versions = seeded_store.entries, seeded_store.versions
+    upstream = GateOpeningUpstream(store.gate)
+    router = Router(store, {Transport.STREAMABLE_HTTP: upstream})
+    await router.view(ALICE)
+    # When a tool is executed
+    with anyio.fail_after(10):
+        await router.execute(ALICE, "github:create_issue", {"repo": "a/b"})
+    # Then the check was still running when the call started
+    assert store.check_saw_call == [True]
