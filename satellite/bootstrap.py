@@ -38,5 +38,9 @@ def build_gateway(settings: Settings, *, dynamodb_client: Any = None) -> Gateway
         call_timeout=settings.call_timeout_seconds,
         connect_timeout=settings.connect_timeout_seconds,
     )
-    router = Router(store, {Transport.STREAMABLE_HTTP: remote, Transport.SSE: remote})
+    router = Router(
+        store,
+        {Transport.STREAMABLE_HTTP: remote, Transport.SSE: remote},
+        check_interval=settings.catalog_check_interval_seconds,
+    )
     return Gateway(create_app(router, settings), router, remote)

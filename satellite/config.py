@@ -17,6 +17,7 @@ SATELLITE_MAX_PAGES                           100      list pages followed per l
 SATELLITE_MAX_DESCRIPTION_CHARS               32768    description length kept (longer is cut and reported)
 SATELLITE_MAX_SCHEMA_BYTES                    131072   input schema size kept (larger is replaced and reported)
 SATELLITE_ALLOWED_HOSTS                       ``*``    comma list of Host values for /mcp; ``*`` allows any
+SATELLITE_CATALOG_CHECK_INTERVAL_MS           0        check the catalog version at most this often (0: every request)
 ============================================  =======  ==============================================
 """
 
@@ -68,6 +69,7 @@ class Settings:
     max_request_bytes: int = 1024 * 1024
     limits: DiscoveryLimits = field(default_factory=DiscoveryLimits)
     allowed_hosts: tuple[str, ...] = ("*",)
+    catalog_check_interval_seconds: float = 0.0
     environment: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -101,11 +103,12 @@ class Settings:
             max_request_bytes=_int(env, "SATELLITE_MAX_REQUEST_BYTES", 1024 * 1024),
             limits=limits,
             allowed_hosts=hosts or ("*",),
+            catalog_check_interval_seconds=_int(env, "SATELLITE_CATALOG_CHECK_INTERVAL_MS", 0, minimum=0) / 1000,
             environment=env,
         )
 
 
-def _int(env: Mapping[str, str], name: str, default: int) -> int:
+def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -113,8 +116,8 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         value = int(raw)
     except ValueError as exc:
         raise InvalidInstallation(name, f"{raw!r} is not an integer") from exc
-    if value <= 0:
-        raise InvalidInstallation(name, "must be a positive integer")
+    if value < minimum:
+        raise InvalidInstallation(name, f"must be an integer of at least {minimum}")
     return value
 
 

@@ -3,7 +3,10 @@
 ``discover_mcp_tools`` ranks the caller's catalog; ``execute_mcp_tool`` and ``read_mcp_resource``
 route to the installation's upstream; ``list_mcp_resources`` lists cached resource metadata.
 A warm router keeps each caller's catalog and search index in memory and checks the team's
-catalog version (one small item) per request, reloading only when it moved.
+catalog version (one small item) per request, reloading only when it moved. With a check interval
+(``SATELLITE_CATALOG_CHECK_INTERVAL_MS``) it checks at most that often, except that a call the cached
+view cannot route always checks first: a new server is reachable at once, a removed one may take one
+more call within the interval to disappear.
 """
 
 from __future__ import annotations
@@ -63,10 +66,20 @@ class _View:
 class Router:
     """The four meta-tools over one catalog store and the upstreams, one per transport."""
 
-    def __init__(self, store: CatalogStore, upstreams: Mapping[Transport, Upstream]) -> None:
+    def __init__(
+        self,
+        store: CatalogStore,
+        upstreams: Mapping[Transport, Upstream],
+        *,
+        check_interval: float = 0.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._store = store
         self._upstreams = dict(upstreams)
+        self._check_interval = check_interval
+        self._clock = clock
         self._views: dict[tuple[str, str | None], _View] = {}
+        self._checked_at: dict[tuple[str, str | None], float] = {}
 
     async def view(self, identity: Identity) -> TeamCatalog:
         """The caller's catalog, reloaded only when the team's catalog version moved."""
@@ -165,9 +178,11 @@ class Router:
         route it (a server or tool added, re-enabled or recovered since), the check's fresh view decides.
         The fresh view serves the next request either way.
         """
-        cached = self._views.get((identity.team_id, identity.user_id))
+        key = (identity.team_id, identity.user_id)
+        cached = self._views.get(key)
         if cached is None:
             return await act(*route((await self._view(identity)).catalog))
+        background = self._check_due(key)
         checked = anyio.Event()
         fresh: list[_View | SatelliteError] = []
         outcome: list[_R] = []
@@ -180,15 +195,21 @@ class Router:
                 fresh.append(exc)
             checked.set()
 
+        async def fresh_view() -> _View:
+            if not background:
+                return await self._view(identity, force=True)
+            await checked.wait()
+            view = fresh[0]
+            if isinstance(view, SatelliteError):
+                raise view
+            return view
+
         async def attempt() -> None:
             try:
                 try:
                     target = route(cached.catalog)
                 except (NotFound, Unavailable):
-                    await checked.wait()
-                    view = fresh[0]
-                    if isinstance(view, SatelliteError):
-                        raise view from None
+                    view = await fresh_view()
                     if view is cached:
                         raise
                     target = route(view.catalog)
@@ -197,16 +218,24 @@ class Router:
                 failure.append(exc)
 
         async with anyio.create_task_group() as group:
-            group.start_soon(check)
+            if background:
+                group.start_soon(check)
             await attempt()
         if failure:
             raise failure[0]
         return outcome[0]
 
-    async def _view(self, identity: Identity) -> _View:
+    def _check_due(self, key: tuple[str, str | None]) -> bool:
+        last = self._checked_at.get(key)
+        return last is None or self._clock() - last >= self._check_interval
+
+    async def _view(self, identity: Identity, *, force: bool = False) -> _View:
         key = (identity.team_id, identity.user_id)
-        version = await anyio.to_thread.run_sync(self._store.catalog_version, identity.team_id)
         cached = self._views.get(key)
+        if cached is not None and not force and not self._check_due(key):
+            return cached
+        self._checked_at[key] = self._clock()
+        version = await anyio.to_thread.run_sync(self._store.catalog_version, identity.team_id)
         if cached is not None and cached.version == version:
             return cached
         team = await anyio.to_thread.run_sync(self._store.load_catalog, identity.team_id)

@@ -12,6 +12,7 @@ import logging
 import os
 import secrets
 import subprocess
+import sys
 import threading
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +21,6 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import boto3
 import uvicorn
-from moto.server import ThreadedMotoServer
 
 from satellite.aws.catalog_store import DynamoCatalogStore
 from satellite.aws.tables import create_tables
@@ -89,15 +89,20 @@ class LocalStack:
             aws_secret_access_key="local",
         )
 
-    def build_gateway(self) -> Gateway:
-        return build_gateway(self.settings, dynamodb_client=self.dynamodb())
+    def build_gateway(self, settings: Settings | None = None) -> Gateway:
+        return build_gateway(settings or self.settings, dynamodb_client=self.dynamodb())
 
     def _start(self) -> None:
-        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        # The emulator runs in its own process, as AWS would, so it never competes with the gateway for the GIL.
         port = free_port()
-        moto = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-        moto.start()
-        self._stack.callback(moto.stop)
+        emulator = subprocess.Popen(
+            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        self._stack.callback(stop_process_group, emulator)
+        wait_for_port(port, START_TIMEOUT_SECONDS, emulator)
         self.endpoint_url = f"http://127.0.0.1:{port}"
         settings = self.settings
         create_tables(self.dynamodb(), {"CatalogTable": settings.catalog_table})
@@ -126,10 +131,10 @@ class LocalStack:
         wait_for_port(int(port), START_TIMEOUT_SECONDS, process, host=host)
 
     @contextlib.contextmanager
-    def serve(self, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    def serve(self, host: str = "127.0.0.1", port: int = 0, settings: Settings | None = None) -> Iterator[str]:
         """Serve the gateway in a background thread; yields its ``/mcp`` URL."""
         port = port or free_port()
-        gateway = self.build_gateway()
+        gateway = self.build_gateway(settings)
         server = uvicorn.Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="off"))
         thread = threading.Thread(target=server.run, name="gateway", daemon=True)
         thread.start()

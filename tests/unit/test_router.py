@@ -239,3 +239,28 @@ async def test_the_version_check_runs_alongside_the_upstream_call_not_before_it(
         await router.execute(ALICE, "github:create_issue", {"repo": "a/b"})
     # Then the check was still running when the call started
     assert store.check_saw_call == [True]
+
+
+async def test_with_a_check_interval_the_version_is_checked_at_most_that_often_but_misses_always_check() -> None:
+    # Given a router that checks the version at most every 10 s of its clock
+    store, upstream, _ = seeded()
+    now = [0.0]
+    router = Router(store, {Transport.STREAMABLE_HTTP: upstream}, check_interval=10.0, clock=lambda: now[0])
+    await router.view(ALICE)
+    # When a server goes offline within the interval, the cached view still routes to it
+    store.set_status("t1", "t1-github", InstallationStatus(Status.OFFLINE, NOW, last_error="gone"))
+    await router.execute(ALICE, "github:create_issue", {})
+    assert len(upstream.calls) == 1
+    # Then once the interval passed, a call checks alongside and the call after it sees the server offline
+    now[0] = 11.0
+    await router.execute(ALICE, "github:create_issue", {})
+    assert len(upstream.calls) == 2
+    with pytest.raises(Unavailable):
+        await router.execute(ALICE, "github:create_issue", {})
+    # And a server added within the interval is routed at once (a miss forces a check)
+    jira = installation("jira")
+    store.add_installation(jira)
+    discovered = DiscoveredCatalog(jira.config_hash, Transport.STREAMABLE_HTTP, NOW, "t", tools=(tool("t", "d"),))
+    store.replace_catalog("t1", jira.installation_id, discovered)
+    await router.execute(ALICE, "jira:t", {})
+    assert upstream.calls[-1][0] == "jira"
