@@ -24,6 +24,8 @@ __all__ = [
     "CachedResourceTemplate",
     "CachedTool",
     "DiscoveredCatalog",
+    "DiscoveryState",
+    "ErrorClass",
     "InstallationCatalog",
     "InstallationStatus",
     "Status",
@@ -54,14 +56,39 @@ class Status(StrEnum):
         return self in (Status.ONLINE, Status.DORMANT)
 
 
+class DiscoveryState(StrEnum):
+    """Where the installation's latest discovery stands (seed 003): ``never`` -> ``discovering`` -> an outcome."""
+
+    NEVER = "never"
+    DISCOVERING = "discovering"
+    SUCCESS = "success"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+
+
+class ErrorClass(StrEnum):
+    """Whether a failure may heal by itself (retry later) or needs the user to change something."""
+
+    RETRY_LATER = "retry_later"
+    NEEDS_USER_ACTION = "needs_user_action"
+
+
 @dataclass(frozen=True, slots=True)
 class InstallationStatus:
-    """The status of one installation, when it last changed, and the last error, if any."""
+    """The status of one installation, when it last changed, and the last error, if any.
+
+    ``status`` says whether it is served; ``discovery`` where its latest discovery stands. A failure
+    carries its ``failure_kind`` (e.g. ``unreachable``, ``auth``, ``command_not_found``), its
+    ``error_class`` and a one-line ``suggestion`` for the user.
+    """
 
     status: Status
     changed_at: datetime
     last_error: str | None = None
     failure_kind: str | None = None
+    discovery: DiscoveryState = DiscoveryState.NEVER
+    error_class: ErrorClass | None = None
+    suggestion: str | None = None
 
 
 def format_tool_path(slug: str, tool_name: str) -> str:

@@ -8,7 +8,7 @@ variable                                      default  meaning
 SATELLITE_CATALOG_TABLE                       -        DynamoDB table holding catalogs (required)
 SATELLITE_TOKENS                              ``{}``   JSON ``{"token": {"team": "t1", "user": null}}``
 SATELLITE_DISCOVERY_TIMEOUT_SECONDS           30       per-server discovery timeout, at most 120
-SATELLITE_DISCOVERY_CONCURRENCY               4        servers discovered at once
+SATELLITE_DISCOVERY_CONCURRENCY               2        servers discovered at once (seed 003's limit)
 SATELLITE_CALL_TIMEOUT_SECONDS                25       upstream tools/call and resources/read timeout
 SATELLITE_CONNECT_TIMEOUT_SECONDS             5        TCP/HTTP connect timeout to an upstream
 SATELLITE_MAX_REQUEST_BYTES                   1048576  largest accepted POST /mcp body
@@ -18,6 +18,11 @@ SATELLITE_MAX_DESCRIPTION_CHARS               32768    description length kept (
 SATELLITE_MAX_SCHEMA_BYTES                    131072   input schema size kept (larger is replaced and reported)
 SATELLITE_ALLOWED_HOSTS                       ``*``    comma list of Host values for /mcp; ``*`` allows any
 SATELLITE_CATALOG_CHECK_INTERVAL_MS           0        check the catalog version at most this often (0: every request)
+SATELLITE_DISCOVERY_QUEUE_URL                 -        SQS queue of discovery requests (installations API, schedule)
+SATELLITE_EVENT_BUS_NAME                      -        EventBridge bus receiving ``mcp.tools.discovered``
+SATELLITE_METADATA_TABLE                      -        DynamoDB table of per-tool metadata (token counts)
+SATELLITE_REDISCOVERY_TTL_SECONDS             3600     a remote server's cache older than this is rediscovered
+SATELLITE_STATUS_ROUTE                        off      ``on`` serves the debug route ``GET /api/status``
 ============================================  =======  ==============================================
 """
 
@@ -63,13 +68,18 @@ class Settings:
     catalog_table: str = "satellite-catalog"
     tokens: Mapping[str, Identity] = field(default_factory=dict)
     discovery_timeout_seconds: float = 30.0
-    discovery_concurrency: int = 4
+    discovery_concurrency: int = 2
     call_timeout_seconds: float = 25.0
     connect_timeout_seconds: float = 5.0
     max_request_bytes: int = 1024 * 1024
     limits: DiscoveryLimits = field(default_factory=DiscoveryLimits)
     allowed_hosts: tuple[str, ...] = ("*",)
     catalog_check_interval_seconds: float = 0.0
+    discovery_queue_url: str = ""
+    event_bus_name: str = ""
+    metadata_table: str = ""
+    rediscovery_ttl_seconds: float = 3600.0
+    status_route: bool = False
     environment: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -97,13 +107,18 @@ class Settings:
             catalog_table=env.get("SATELLITE_CATALOG_TABLE", "satellite-catalog"),
             tokens=_tokens(env.get("SATELLITE_TOKENS", "{}")),
             discovery_timeout_seconds=discovery_timeout,
-            discovery_concurrency=_int(env, "SATELLITE_DISCOVERY_CONCURRENCY", 4),
+            discovery_concurrency=_int(env, "SATELLITE_DISCOVERY_CONCURRENCY", 2),
             call_timeout_seconds=_float(env, "SATELLITE_CALL_TIMEOUT_SECONDS", 25.0),
             connect_timeout_seconds=_float(env, "SATELLITE_CONNECT_TIMEOUT_SECONDS", 5.0),
             max_request_bytes=_int(env, "SATELLITE_MAX_REQUEST_BYTES", 1024 * 1024),
             limits=limits,
             allowed_hosts=hosts or ("*",),
             catalog_check_interval_seconds=_int(env, "SATELLITE_CATALOG_CHECK_INTERVAL_MS", 0, minimum=0) / 1000,
+            discovery_queue_url=env.get("SATELLITE_DISCOVERY_QUEUE_URL", ""),
+            event_bus_name=env.get("SATELLITE_EVENT_BUS_NAME", ""),
+            metadata_table=env.get("SATELLITE_METADATA_TABLE", ""),
+            rediscovery_ttl_seconds=_float(env, "SATELLITE_REDISCOVERY_TTL_SECONDS", 3600.0),
+            status_route=env.get("SATELLITE_STATUS_ROUTE", "off").lower() in ("on", "true", "1"),
             environment=env,
         )
 

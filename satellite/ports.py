@@ -9,9 +9,10 @@ if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
 
     from satellite.catalog import DiscoveredCatalog, InstallationStatus, Status, TeamCatalog
+    from satellite.discovery_jobs import DiscoveryRequest
     from satellite.installation import Installation
 
-__all__ = ["CatalogStore", "Upstream"]
+__all__ = ["CatalogStore", "DiscoveryQueue", "EventPublisher", "Upstream"]
 
 
 class CatalogStore(Protocol):
@@ -94,5 +95,29 @@ class Upstream(Protocol):
 
         Raises:
             UpstreamError: the upstream could not be reached or answered with a protocol error.
+        """
+        ...
+
+
+class DiscoveryQueue(Protocol):
+    """Where discovery requests wait for the discovery consumer; sending never waits on an upstream."""
+
+    def send(self, request: DiscoveryRequest) -> None:
+        """Queue one discovery request.
+
+        Raises:
+            StoreError: the queue refused the message.
+        """
+        ...
+
+
+class EventPublisher(Protocol):
+    """Publishes ``mcp.tools.discovered`` after each successful discovery (remote and stdio alike)."""
+
+    def publish_tools_discovered(self, installation: Installation, discovered: DiscoveredCatalog) -> None:
+        """Publish the tool metadata of one discovery, with per-tool token counts.
+
+        Raises:
+            StoreError: the event bus refused the event.
         """
         ...
