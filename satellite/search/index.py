@@ -6,7 +6,8 @@ Score of a hit, in [0, 1]::
 
 ``lexical`` is the tool's BM25F score divided by the best score any tool could reach for the query's words (every
 query word present in the name at saturation), so 1.0 means "all the query's words, prominently"; ``cosine`` is
-the cosine similarity of the query's and the tool's static embeddings. Scores are comparable between tools of
+the mean cosine similarity of the query's static embedding with the tool's two views (full text and summary,
+see :mod:`satellite.search.embedding`). Scores are comparable between tools of
 one query, and only roughly between queries.
 """
 
@@ -20,10 +21,11 @@ import numpy as np
 from satellite.search.embedding import (
     DIM,
     document_words,
-    embed_document_words,
+    embed_views,
     ensure_model,
     from_bytes,
     parameter_names,
+    summary_words,
     to_bytes,
 )
 from satellite.search.lexical import Fields, LexicalIndex
@@ -76,8 +78,11 @@ def _fields(doc: SearchDocument) -> Fields:
 
 
 def _compute_embedding(doc: SearchDocument) -> NDArray[np.float32]:
-    return embed_document_words(
-        document_words(doc.server, doc.name, doc.description, parameter_names(doc.input_schema))
+    return embed_views(
+        (
+            document_words(doc.server, doc.name, doc.description, parameter_names(doc.input_schema)),
+            summary_words(doc.server, doc.name, doc.description),
+        )
     )
 
 
@@ -93,7 +98,8 @@ def embed_document(doc: SearchDocument) -> bytes:
     """The tool's embedding, to compute once at discovery time and pass back as ``SearchDocument.embedding``.
 
     Returns:
-        ``EMBEDDING_BYTES`` bytes: little-endian float16 vector, L2-normalised (see :mod:`satellite.search.embedding`).
+        ``EMBEDDING_BYTES`` bytes: little-endian float16 vector of norm at most 1 (see
+            :mod:`satellite.search.embedding`).
 
     Raises:
         ModelNotBuiltError: If the static embedding table has not been built.
