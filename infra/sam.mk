@@ -22,7 +22,7 @@ PYTHON312 = $(eval PYTHON312 := $(shell python3.12 -c 'import sys; print(sys.exe
 	2>/dev/null))$(PYTHON312)
 endif
 
-.PHONY: lint-template sam-build build-GatewayFunction
+.PHONY: lint-template sam-build build-GatewayFunction build-MetadataFunction build-DiscoveryFunction
 
 # SAM CLI lives in its own virtualenv: installed into .venv it downgrades boto3 and pydantic.
 $(STAMP_SAM):
@@ -45,9 +45,10 @@ sam-build: $(STAMP_SAM) $(STAMP_MODEL)
 # Runs with the working directory at the project root or SAM's copy of it; ARTIFACTS_DIR comes from SAM.
 # Bytecode uses unchecked-hash: the zip SAM uploads keeps mtimes only to 2 s, which would invalidate timestamp-checked
 # .pyc files, and /var/task is read-only, so Python would recompile on every cold start.
-build-GatewayFunction:
-	@test -n "$(ARTIFACTS_DIR)" || { echo 'build-GatewayFunction: ARTIFACTS_DIR is not set (run sam build)' >&2; exit 1; }
-	@test -n "$(PYTHON312)" || { echo 'build-GatewayFunction: no python3.12 found (on PATH or in pyenv)' >&2; exit 1; }
+# Every function ships the same package (satellite plus its dependencies) and differs only in its Handler.
+build-GatewayFunction build-MetadataFunction build-DiscoveryFunction:
+	@test -n "$(ARTIFACTS_DIR)" || { echo '$@: ARTIFACTS_DIR is not set (run sam build)' >&2; exit 1; }
+	@test -n "$(PYTHON312)" || { echo '$@: no python3.12 found (on PATH or in pyenv)' >&2; exit 1; }
 	requirements=$$(mktemp) && trap 'rm -f "$$requirements"' EXIT && \
 	$(PYTHON312) -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
 		> "$$requirements" && \

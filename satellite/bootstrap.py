@@ -5,8 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from satellite.aws.catalog_store import DynamoCatalogStore
+from satellite.aws.discovery_queue import SqsDiscoveryQueue
+from satellite.aws.metadata_store import DynamoMetadataStore
 from satellite.http_app import create_app
 from satellite.installation import Transport
+from satellite.installations import InstallationService
 from satellite.router import Router
 from satellite.upstream import RemoteUpstream
 
@@ -30,9 +33,14 @@ class Gateway:
         await self.remote.aclose()
 
 
-def build_gateway(settings: Settings, *, dynamodb_client: Any = None) -> Gateway:
-    """Build the store, the upstreams, the router and the app from ``settings``."""
+def build_gateway(settings: Settings, *, dynamodb_client: Any = None, sqs_client: Any = None) -> Gateway:
+    """Build the store, the queue, the upstreams, the router and the app from ``settings``."""
     store = DynamoCatalogStore(settings.catalog_table, client=dynamodb_client)
+    installations = InstallationService(
+        store,
+        SqsDiscoveryQueue(settings.discovery_queue_url, client=sqs_client),
+        DynamoMetadataStore(settings.metadata_table, client=dynamodb_client),
+    )
     remote = RemoteUpstream(
         environment=settings.environment,
         call_timeout=settings.call_timeout_seconds,
@@ -43,4 +51,4 @@ def build_gateway(settings: Settings, *, dynamodb_client: Any = None) -> Gateway
         {Transport.STREAMABLE_HTTP: remote, Transport.SSE: remote},
         check_interval=settings.catalog_check_interval_seconds,
     )
-    return Gateway(create_app(router, settings), router, remote)
+    return Gateway(create_app(router, installations, settings), router, remote)

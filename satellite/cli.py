@@ -24,12 +24,20 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("--host", default="127.0.0.1")
     dev.add_argument("--port", type=int, default=8000)
 
+    tokens = commands.add_parser("tokens", help="print a team's token savings, as served by a gateway's /api/tokens")
+    tokens.add_argument("--url", default="http://127.0.0.1:8000", help="the gateway's base URL")
+    tokens.add_argument("--token", help="bearer token (default: the local dev token)")
+
     args = parser.parse_args(argv)
     if args.command == "search":
         from satellite.search.command import run
 
         run(args.catalog, args.queries, args.limit, sys.stdout)
         return 0
+    if args.command == "tokens":
+        from satellite.local.stack import dev_token, print_token_savings
+
+        return print_token_savings(args.url, args.token or dev_token())
     from satellite.local.stack import run_dev
 
     return run_dev(args.config, args.host, args.port)

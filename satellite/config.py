@@ -23,6 +23,8 @@ SATELLITE_EVENT_BUS_NAME                      -        EventBridge bus receiving
 SATELLITE_METADATA_TABLE                      -        DynamoDB table of per-tool metadata (token counts)
 SATELLITE_REDISCOVERY_TTL_SECONDS             3600     a remote server's cache older than this is rediscovered
 SATELLITE_STATUS_ROUTE                        off      ``on`` serves the debug route ``GET /api/status``
+SATELLITE_LOCAL_SCHEDULE_SECONDS              900      local stack: how often the rediscovery schedule fires
+SATELLITE_LOCAL_START_TIMEOUT_SECONDS         30       local stack: how long to wait for the emulator and servers
 ============================================  =======  ==============================================
 """
 
@@ -80,6 +82,8 @@ class Settings:
     metadata_table: str = ""
     rediscovery_ttl_seconds: float = 3600.0
     status_route: bool = False
+    local_schedule_seconds: float = 900.0
+    local_start_timeout_seconds: float = 30.0
     environment: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -119,6 +123,8 @@ class Settings:
             metadata_table=env.get("SATELLITE_METADATA_TABLE", ""),
             rediscovery_ttl_seconds=_float(env, "SATELLITE_REDISCOVERY_TTL_SECONDS", 3600.0),
             status_route=env.get("SATELLITE_STATUS_ROUTE", "off").lower() in ("on", "true", "1"),
+            local_schedule_seconds=_float(env, "SATELLITE_LOCAL_SCHEDULE_SECONDS", 900.0),
+            local_start_timeout_seconds=_float(env, "SATELLITE_LOCAL_START_TIMEOUT_SECONDS", 30.0),
             environment=env,
         )
 

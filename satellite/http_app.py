@@ -16,6 +16,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
+from satellite.api import api_router, status_router
 from satellite.mcp_server import build_mcp_server, current_identity
 
 if TYPE_CHECKING:
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from starlette.types import Receive, Scope, Send
 
     from satellite.config import Identity, Settings
+    from satellite.installations import InstallationService
     from satellite.router import Router
 
 __all__ = ["create_app"]
@@ -33,9 +35,18 @@ VERSION = "0.1.0"
 UNAUTHORIZED = -32001
 
 
-def create_app(router: Router, settings: Settings) -> FastAPI:
-    """Build the gateway app around ``router``; identities come from ``settings.tokens``."""
+def create_app(router: Router, installations: InstallationService, settings: Settings) -> FastAPI:
+    """Build the gateway app: ``/mcp`` over ``router``, ``/api`` over ``installations``.
+
+    Identities come from ``settings.tokens``; the debug route ``/api/status`` exists only when
+    ``settings.status_route`` is on.
+    """
     app = FastAPI(title="Satellite MCP gateway", version=VERSION)
+    app.state.authenticate = lambda scope: _authenticate(scope, settings.tokens)
+    app.state.installations = installations
+    app.include_router(api_router)
+    if settings.status_route:
+        app.include_router(status_router)
     endpoint = _McpEndpoint(build_mcp_server(router, VERSION), settings)
     app.router.routes.append(Route("/mcp", endpoint=endpoint, methods=["POST"]))
 

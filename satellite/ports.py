@@ -7,12 +7,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Mapping
+    from datetime import datetime
 
     from satellite.catalog import DiscoveredCatalog, InstallationStatus, Status, TeamCatalog
     from satellite.discovery_jobs import DiscoveryRequest
     from satellite.installation import Installation
 
-__all__ = ["CatalogStore", "DiscoveryQueue", "EventPublisher", "Upstream"]
+__all__ = ["CatalogStore", "DiscoveryQueue", "EventPublisher", "MetadataStore", "Upstream"]
 
 
 class CatalogStore(Protocol):
@@ -66,16 +67,45 @@ class CatalogStore(Protocol):
         installation_id: str,
         status: InstallationStatus,
         expected: Collection[Status] | None = None,
+        *,
+        config_hash: str | None = None,
     ) -> None:
         """Conditionally set an installation's status.
 
-        The write succeeds only if the stored status is one of ``expected`` (any, when ``None``) and
-        the stored ``changed_at`` is not newer than ``status.changed_at``.
+        The write succeeds only if the stored status is one of ``expected`` (any, when ``None``), the
+        stored ``changed_at`` is not newer than ``status.changed_at`` and, with ``config_hash``, the
+        installation still has that configuration hash.
 
         Raises:
             NotFound: no such installation.
             ConflictError: the condition failed.
         """
+        ...
+
+    def claim_discovery(
+        self,
+        team_id: str,
+        installation_id: str,
+        config_hash: str,
+        *,
+        status: Status,
+        claimed_at: datetime,
+        lease_until: datetime,
+        not_discovered_since: datetime | None = None,
+    ) -> None:
+        """Claim the discovery of one configuration hash and mark it ``discovering``.
+
+        One live claim per hash: a second claim before ``lease_until`` fails, so concurrent
+        discoveries of one installation run once; the lease frees it if a claimant crashed.
+
+        Raises:
+            NotFound: no such installation.
+            ConflictError: claimed elsewhere, superseded by another hash, or already discovered since.
+        """
+        ...
+
+    def team_ids(self) -> list[str]:
+        """Every team that has a catalog (for the rediscovery schedule)."""
         ...
 
 
@@ -120,4 +150,16 @@ class EventPublisher(Protocol):
         Raises:
             StoreError: the event bus refused the event.
         """
+        ...
+
+
+class MetadataStore(Protocol):
+    """Per-tool metadata (token counts) as the metadata batcher stored it."""
+
+    def remove_installation(self, team_id: str, installation_id: str) -> None:
+        """Remove an installation's metadata; later events for it are refused."""
+        ...
+
+    def token_savings(self, team_id: str) -> dict[str, Any]:
+        """Tokens with every tool exposed directly, with the four meta-tools, and the reduction."""
         ...

@@ -12,14 +12,12 @@ concurrent replace deleted them) makes the reader read again.
 from __future__ import annotations
 
 import base64
-import gzip
 import json
 import logging
 import random
 import re
 import time
 import uuid
-import zlib
 from collections.abc import Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -28,10 +26,13 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import boto3
 from botocore.exceptions import BotoCoreError, ClientError
 
+from satellite.aws.parts import PART_BYTES, Generation, PartTable, collect, decode_json, encode_json, part_ref, split
 from satellite.catalog import (
     CachedResource,
     CachedResourceTemplate,
     CachedTool,
+    DiscoveryState,
+    ErrorClass,
     InstallationCatalog,
     InstallationStatus,
     Status,
@@ -52,8 +53,6 @@ __all__ = ["PART_BYTES", "DynamoCatalogStore"]
 
 logger = logging.getLogger(__name__)
 
-# DynamoDB items are limited to 400 KB including names; 350 KB of payload leaves room for keys and attributes.
-PART_BYTES = 350 * 1024
 VERSION_SK = "VERSION"
 _KIND_VERSION = "version"
 _KIND_INSTALLATION = "installation"
@@ -63,6 +62,10 @@ _SHARED_OWNER = "*"
 _CONDITION_FAILED = "ConditionalCheckFailed"
 _TRANSACTION_CONFLICT = "TransactionConflict"
 _REASONS_IN_MESSAGE = re.compile(r"\[([^\]]*)\]\s*$")
+_DISCOVERY_OUTCOMES = frozenset({DiscoveryState.SUCCESS, DiscoveryState.FAILED, DiscoveryState.TIMEOUT})
+# A discovery claim: the configuration hash being discovered and when the claim lapses (a crashed discovery
+# must not block the installation forever).
+_CLAIM_NAMES = {"#claim_hash": "claim_hash", "#claim_until": "claim_until"}
 
 _Item = dict[str, "AttributeValueTypeDef"]
 
@@ -94,6 +97,7 @@ class DynamoCatalogStore:
         self._part_bytes = part_bytes
         self._read_attempts = max(1, read_attempts)
         self._transaction_attempts = max(1, transaction_attempts)
+        self._parts = PartTable(self._client, table_name, _KIND_PART)
 
     def catalog_version(self, team_id: str) -> int:
         """The team's catalog version: it moves whenever anything the gateway serves changes (0 if none).
@@ -148,7 +152,9 @@ class DynamoCatalogStore:
             "config": {"S": _dumps(installation.to_dict())},
             "slug": {"S": installation.slug},
             "owner": {"S": _owner(installation)},
+            "config_hash": {"S": installation.config_hash},
             "status": {"S": Status.NEVER.value},
+            "discovery": {"S": DiscoveryState.NEVER.value},
             "changed_at": {"S": now},
             "written_at": {"S": now},
         }
@@ -192,16 +198,20 @@ class DynamoCatalogStore:
                 "Update": {
                     "TableName": self._table,
                     "Key": _key(team_id, _installation_sk(installation_id)),
-                    "UpdateExpression": "SET #config = :config, #slug = :slug, #owner = :owner, #written = :now",
+                    "UpdateExpression": (
+                        "SET #config = :config, #hash = :hash, #slug = :slug, #owner = :owner, #written = :now"
+                    ),
                     "ConditionExpression": "attribute_exists(pk) AND #slug = :old_slug AND #owner = :old_owner",
                     "ExpressionAttributeNames": {
                         "#config": "config",
+                        "#hash": "config_hash",
                         "#slug": "slug",
                         "#owner": "owner",
                         "#written": "written_at",
                     },
                     "ExpressionAttributeValues": {
                         ":config": {"S": _dumps(installation.to_dict())},
+                        ":hash": {"S": installation.config_hash},
                         ":slug": {"S": installation.slug},
                         ":owner": {"S": new_owner},
                         ":old_slug": {"S": old_slug},
@@ -274,8 +284,9 @@ class DynamoCatalogStore:
                 # The guard belongs to another installation: never delete it, but still remove this one.
                 self._transact("remove_installation", [delete_installation], bump_version_of=team_id)
             # A failed condition on the installation means a concurrent remove won: it is gone either way.
-        for key in self._part_keys(team_id, installation_id):
-            self._delete_part(key)
+        self._parts.delete(
+            self._parts.query(_pk(team_id), f"{_installation_sk(installation_id)}#CAT#", installation_id, "pk, sk")
+        )
         logger.info(
             "installation removed",
             extra={"operation": "remove_installation", "team_id": team_id, "installation_id": installation_id},
@@ -293,14 +304,13 @@ class DynamoCatalogStore:
             StoreError: DynamoDB failed.
         """
         discovered_at = _iso(discovered.discovered_at)
-        current = self._require_not_newer(team_id, installation_id, discovered_at)
+        current = self._require_not_newer(team_id, installation_id, discovered_at, discovered.config_hash)
         generation = uuid.uuid4().hex
-        parts = _split(_encode_catalog(discovered), self._part_bytes)
-        new_keys = [_key(team_id, _part_sk(installation_id, generation, index)) for index in range(len(parts))]
+        parts = split(_encode_catalog(discovered), self._part_bytes)
+        new_generation = _generation(team_id, installation_id, generation, len(parts))
         committed = False
         try:
-            for index, (key, data) in enumerate(zip(new_keys, parts, strict=True)):
-                self._put_part(key, installation_id, generation, index, data)
+            self._parts.put_all(new_generation, parts)
             for _attempt in range(self._transaction_attempts):
                 failed = self._transact(
                     "replace_catalog",
@@ -311,18 +321,16 @@ class DynamoCatalogStore:
                     committed = True
                     break
                 # The pointer moved under us (or the item vanished, or a newer discovery landed): find out which.
-                current = self._require_not_newer(team_id, installation_id, discovered_at)
+                current = self._require_not_newer(team_id, installation_id, discovered_at, discovered.config_hash)
             else:
                 raise ConflictError(f"installation {installation_id!r} kept changing while its catalog was replaced")
         finally:
             if not committed:
-                for key in new_keys:
-                    self._delete_part(key)
+                self._parts.delete(new_generation.keys())
         old_generation = current.get("catalog_gen", {}).get("S")
         if old_generation:
             old_count = int(current.get("catalog_parts", {}).get("N", "0"))
-            for index in range(old_count):
-                self._delete_part(_key(team_id, _part_sk(installation_id, old_generation, index)))
+            self._parts.delete(_generation(team_id, installation_id, old_generation, old_count).keys())
         logger.info(
             "catalog replaced",
             extra={
@@ -340,11 +348,16 @@ class DynamoCatalogStore:
         installation_id: str,
         status: InstallationStatus,
         expected: Collection[Status] | None = None,
+        *,
+        config_hash: str | None = None,
     ) -> None:
-        """Conditionally set an installation's status.
+        """Conditionally set an installation's status, discovery state, error, classification and suggestion.
 
-        The write succeeds only if the stored status is one of ``expected`` (any, when ``None``) and
-        the stored ``changed_at`` is not newer than ``status.changed_at``.
+        The write succeeds only if the stored status is one of ``expected`` (any, when ``None``), the
+        stored ``changed_at`` is not newer than ``status.changed_at`` and, when ``config_hash`` is given,
+        the installation is still configured with that hash (a discovery outcome for an older
+        configuration is never stored). A discovery outcome (``success``, ``failed``, ``timeout``)
+        also releases the discovery claim.
 
         Raises:
             NotFound: no such installation.
@@ -352,11 +365,17 @@ class DynamoCatalogStore:
             StoreError: DynamoDB failed.
         """
         changed_at = _iso(status.changed_at)
-        names = {"#status": "status", "#changed": "changed_at", "#written": "written_at"}
+        names = {
+            "#status": "status",
+            "#changed": "changed_at",
+            "#written": "written_at",
+            "#discovery": "discovery",
+        }
         values: _Item = {
             ":status": {"S": status.status.value},
             ":changed": {"S": changed_at},
             ":now": {"S": _iso(_now())},
+            ":discovery": {"S": status.discovery.value},
         }
         condition = "attribute_exists(pk) AND (attribute_not_exists(#changed) OR #changed <= :changed)"
         if expected is not None:
@@ -367,15 +386,28 @@ class DynamoCatalogStore:
                 values[f":expected{index}"] = {"S": allowed}
                 placeholders.append(f":expected{index}")
             condition += f" AND #status IN ({', '.join(placeholders)})"
-        sets = ["#status = :status", "#changed = :changed", "#written = :now"]
+        if config_hash is not None:
+            names["#config_hash"] = "config_hash"
+            values[":config_hash"] = {"S": config_hash}
+            condition += " AND (attribute_not_exists(#config_hash) OR #config_hash = :config_hash)"
+        sets = ["#status = :status", "#changed = :changed", "#written = :now", "#discovery = :discovery"]
         removes = []
-        for attribute, value in (("last_error", status.last_error), ("failure_kind", status.failure_kind)):
+        optional: tuple[tuple[str, str | None], ...] = (
+            ("last_error", status.last_error),
+            ("failure_kind", status.failure_kind),
+            ("error_class", None if status.error_class is None else status.error_class.value),
+            ("suggestion", status.suggestion),
+        )
+        for attribute, value in optional:
             names[f"#{attribute}"] = attribute
             if value is None:
                 removes.append(f"#{attribute}")
             else:
                 values[f":{attribute}"] = {"S": value}
                 sets.append(f"#{attribute} = :{attribute}")
+        if status.discovery in _DISCOVERY_OUTCOMES:
+            names.update(_CLAIM_NAMES)
+            removes.extend(_CLAIM_NAMES)
         expression = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         failed = self._transact(
             "set_status",
@@ -394,7 +426,7 @@ class DynamoCatalogStore:
             bump_version_of=team_id,
         )
         if failed:
-            self._raise_status_conflict(team_id, installation_id, status, expected)
+            self._raise_status_conflict(team_id, installation_id, status, expected, config_hash)
         logger.info(
             "status set",
             extra={
@@ -402,8 +434,121 @@ class DynamoCatalogStore:
                 "team_id": team_id,
                 "installation_id": installation_id,
                 "status": status.status.value,
+                "discovery": status.discovery.value,
             },
         )
+
+    def claim_discovery(
+        self,
+        team_id: str,
+        installation_id: str,
+        config_hash: str,
+        *,
+        status: Status,
+        claimed_at: datetime,
+        lease_until: datetime,
+        not_discovered_since: datetime | None = None,
+    ) -> None:
+        """Claim the discovery of an installation as configured with ``config_hash``; marks it ``discovering``.
+
+        Sets the discovery state to ``discovering`` and the status to ``status`` at ``claimed_at``, keeping the
+        last error until an outcome replaces it. At most one claim per configuration hash is live: the write
+        succeeds only if the installation is still configured with ``config_hash``, no other claim on that hash
+        lasts beyond now, the stored ``changed_at`` is not newer than ``claimed_at`` and, when
+        ``not_discovered_since`` is given, no discovery of this hash started at or after that moment. The claim
+        ends at ``lease_until`` or when an outcome is stored (:meth:`replace_catalog`, :meth:`set_status`).
+
+        Raises:
+            NotFound: no such installation.
+            ConflictError: another discovery holds the claim, the configuration changed, a newer status was
+                written, or the hash was already discovered since ``not_discovered_since``.
+            StoreError: DynamoDB failed.
+        """
+        names = {
+            "#status": "status",
+            "#changed": "changed_at",
+            "#written": "written_at",
+            "#discovery": "discovery",
+            "#config_hash": "config_hash",
+            **_CLAIM_NAMES,
+        }
+        now = _iso(_now())
+        values: _Item = {
+            ":status": {"S": status.value},
+            ":changed": {"S": _iso(claimed_at)},
+            ":now": {"S": now},
+            ":discovering": {"S": DiscoveryState.DISCOVERING.value},
+            ":hash": {"S": config_hash},
+            ":until": {"S": _iso(lease_until)},
+        }
+        condition = (
+            "attribute_exists(pk) AND (attribute_not_exists(#changed) OR #changed <= :changed) "
+            "AND (attribute_not_exists(#config_hash) OR #config_hash = :hash) "
+            "AND (attribute_not_exists(#claim_hash) OR #claim_hash <> :hash OR #claim_until < :now)"
+        )
+        if not_discovered_since is not None:
+            names.update({"#discovered": "discovered_at", "#discovered_hash": "discovered_config_hash"})
+            values[":since"] = {"S": _iso(not_discovered_since)}
+            condition += (
+                " AND (attribute_not_exists(#discovered) OR attribute_not_exists(#discovered_hash) "
+                "OR #discovered_hash <> :hash OR #discovered < :since)"
+            )
+        failed = self._transact(
+            "claim_discovery",
+            [
+                {
+                    "Update": {
+                        "TableName": self._table,
+                        "Key": _key(team_id, _installation_sk(installation_id)),
+                        "UpdateExpression": (
+                            "SET #status = :status, #changed = :changed, #written = :now, "
+                            "#discovery = :discovering, #claim_hash = :hash, #claim_until = :until"
+                        ),
+                        "ConditionExpression": condition,
+                        "ExpressionAttributeNames": names,
+                        "ExpressionAttributeValues": values,
+                    }
+                }
+            ],
+            bump_version_of=team_id,
+        )
+        if failed:
+            current = self._get_installation(team_id, installation_id)
+            if current is None:
+                raise NotFound(f"team {team_id!r} has no installation {installation_id!r}")
+            raise ConflictError(_claim_refusal(current, installation_id, config_hash, now, not_discovered_since))
+        logger.info(
+            "discovery claimed",
+            extra={
+                "operation": "claim_discovery",
+                "team_id": team_id,
+                "installation_id": installation_id,
+                "config_hash": config_hash,
+            },
+        )
+
+    def team_ids(self) -> list[str]:
+        """Every team that has a catalog (a scan of the version items, for the rediscovery schedule).
+
+        Raises:
+            StoreError: DynamoDB failed.
+        """
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "FilterExpression": "#kind = :version",
+            "ProjectionExpression": "pk",
+            "ExpressionAttributeNames": {"#kind": "kind"},
+            "ExpressionAttributeValues": {":version": {"S": _KIND_VERSION}},
+        }
+        teams: list[str] = []
+        while True:
+            with _aws_errors("team_ids"):
+                page = self._client.scan(**request)
+            teams.extend(item["pk"]["S"].removeprefix("TEAM#") for item in page.get("Items", []))
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return sorted(teams)
+            request["ExclusiveStartKey"] = start
 
     def _raise_status_conflict(
         self,
@@ -411,10 +556,17 @@ class DynamoCatalogStore:
         installation_id: str,
         status: InstallationStatus,
         expected: Collection[Status] | None,
+        config_hash: str | None = None,
     ) -> NoReturn:
         current = self._get_installation(team_id, installation_id)
         if current is None:
             raise NotFound(f"team {team_id!r} has no installation {installation_id!r}")
+        stored_hash = current.get("config_hash", {}).get("S")
+        if config_hash is not None and stored_hash is not None and stored_hash != config_hash:
+            raise ConflictError(
+                f"status of installation {installation_id!r} not set to {status.status.value!r}: it is now "
+                f"configured with hash {stored_hash}, not {config_hash} (the outcome is for an older configuration)"
+            )
         wanted = "any" if expected is None else sorted(Status(s).value for s in expected)
         raise ConflictError(
             f"status of installation {installation_id!r} not set to {status.status.value!r}: it is "
@@ -422,10 +574,16 @@ class DynamoCatalogStore:
             f"changed_at {_iso(status.changed_at)} must not be older)"
         )
 
-    def _require_not_newer(self, team_id: str, installation_id: str, discovered_at: str) -> _Item:
+    def _require_not_newer(self, team_id: str, installation_id: str, discovered_at: str, config_hash: str) -> _Item:
         current = self._get_installation(team_id, installation_id)
         if current is None:
             raise NotFound(f"team {team_id!r} has no installation {installation_id!r}; it was removed")
+        stored_hash = current.get("config_hash", {}).get("S")
+        if stored_hash is not None and stored_hash != config_hash:
+            raise ConflictError(
+                f"installation {installation_id!r} is now configured with hash {stored_hash}; a discovery of "
+                f"the older configuration {config_hash} is not stored"
+            )
         stored = current.get("discovered_at", {}).get("S")
         if stored is not None and stored > discovered_at:
             raise ConflictError(
@@ -452,6 +610,7 @@ class DynamoCatalogStore:
             ":hash": {"S": discovered.config_hash},
             ":warnings": {"L": [{"S": w} for w in discovered.warnings]},
             ":online": {"S": Status.ONLINE.value},
+            ":success": {"S": DiscoveryState.SUCCESS.value},
             ":now": {"S": now},
         }
         if old_generation is None:
@@ -465,12 +624,13 @@ class DynamoCatalogStore:
                 "Key": _key(team_id, _installation_sk(installation_id)),
                 "UpdateExpression": (
                     "SET #gen = :gen, #parts = :parts, #discovered = :discovered, #filled_by = :filled_by, "
-                    "#hash = :hash, #warnings = :warnings, #status = :online, #changed = :now, #written = :now "
-                    "REMOVE #last_error, #failure_kind"
+                    "#hash = :hash, #warnings = :warnings, #status = :online, #changed = :now, #written = :now, "
+                    "#discovery = :success "
+                    "REMOVE #last_error, #failure_kind, #error_class, #suggestion, #claim_hash, #claim_until"
                 ),
                 "ConditionExpression": (
                     "attribute_exists(pk) AND (attribute_not_exists(#discovered) OR #discovered <= :discovered) "
-                    f"AND {same_pointer}"
+                    f"AND (attribute_not_exists(#config_hash) OR #config_hash = :hash) AND {same_pointer}"
                 ),
                 "ExpressionAttributeNames": {
                     "#gen": "catalog_gen",
@@ -484,6 +644,11 @@ class DynamoCatalogStore:
                     "#written": "written_at",
                     "#last_error": "last_error",
                     "#failure_kind": "failure_kind",
+                    "#error_class": "error_class",
+                    "#suggestion": "suggestion",
+                    "#discovery": "discovery",
+                    "#config_hash": "config_hash",
+                    **_CLAIM_NAMES,
                 },
                 "ExpressionAttributeValues": values,
             }
@@ -589,76 +754,34 @@ class DynamoCatalogStore:
             elif kind == _KIND_INSTALLATION:
                 installations.append(item)
             elif kind == _KIND_PART:
-                key = (item["installation_id"]["S"], item["gen"]["S"], int(item["part"]["N"]))
-                parts[key] = item["data"]["B"]
+                parts[part_ref(item)] = item["data"]["B"]
         entries: list[InstallationCatalog] = []
         for item in sorted(installations, key=lambda i: i["sk"]["S"]):
             installation_id = item["installation_id"]["S"]
             generation = item.get("catalog_gen", {}).get("S")
             payload: Mapping[str, Any] = {}
             if generation is not None:
-                count = int(item["catalog_parts"]["N"])
-                chunks = [parts.get((installation_id, generation, index)) for index in range(count)]
-                present = [chunk for chunk in chunks if chunk is not None]
-                if len(present) != count:
+                present = collect(parts, installation_id, generation, int(item["catalog_parts"]["N"]))
+                if present is None:
                     return None
                 payload = _decode_catalog(b"".join(present), installation_id)
             entries.append(_installation_catalog(item, payload))
         return TeamCatalog(team_id=team_id, version=version, installations=tuple(entries))
-
-    def _put_part(self, key: _Item, installation_id: str, generation: str, index: int, data: bytes) -> None:
-        with _aws_errors("replace_catalog"):
-            self._client.put_item(
-                TableName=self._table,
-                Item={
-                    **key,
-                    "kind": {"S": _KIND_PART},
-                    "installation_id": {"S": installation_id},
-                    "gen": {"S": generation},
-                    "part": {"N": str(index)},
-                    "data": {"B": data},
-                    "written_at": {"S": _iso(_now())},
-                },
-            )
-
-    def _part_keys(self, team_id: str, installation_id: str) -> list[_Item]:
-        items = self._query(
-            "remove_installation",
-            KeyConditionExpression="pk = :pk AND begins_with(sk, :prefix)",
-            ExpressionAttributeValues={
-                ":pk": {"S": _pk(team_id)},
-                ":prefix": {"S": f"{_installation_sk(installation_id)}#CAT#"},
-            },
-            ProjectionExpression="pk, sk, installation_id",
-        )
-        # The prefix of installation "a" could match parts of an id such as "a#CAT#x": check the owner.
-        return [
-            {"pk": item["pk"], "sk": item["sk"]}
-            for item in items
-            if item.get("installation_id", {}).get("S") == installation_id
-        ]
-
-    def _delete_part(self, key: _Item) -> None:
-        # Leftover parts are never served (no pointer names them) and remove_installation sweeps them,
-        # so a failed clean-up is logged rather than failing a write that already succeeded.
-        try:
-            self._client.delete_item(TableName=self._table, Key=key)
-        except (ClientError, BotoCoreError) as exc:
-            logger.warning(
-                "could not delete a catalog part; it stays until the installation is removed",
-                extra={"operation": "delete_part", "sk": key["sk"].get("S"), "error": str(exc)},
-            )
 
 
 def _installation_catalog(item: _Item, payload: Mapping[str, Any]) -> InstallationCatalog:
     installation_id = item["installation_id"]["S"]
     try:
         installation = Installation.from_dict(json.loads(item["config"]["S"]))
+        error_class = item.get("error_class", {}).get("S")
         status = InstallationStatus(
             status=Status(item["status"]["S"]),
             changed_at=datetime.fromisoformat(item["changed_at"]["S"]),
             last_error=item.get("last_error", {}).get("S"),
             failure_kind=item.get("failure_kind", {}).get("S"),
+            discovery=DiscoveryState(item.get("discovery", {}).get("S", _legacy_discovery(item))),
+            error_class=None if error_class is None else ErrorClass(error_class),
+            suggestion=item.get("suggestion", {}).get("S"),
         )
         discovered_at = item.get("discovered_at", {}).get("S")
         return InstallationCatalog(
@@ -700,6 +823,31 @@ def _installation_catalog(item: _Item, payload: Mapping[str, Any]) -> Installati
         raise StoreError(f"stored installation {installation_id!r} is unreadable: {exc!r}") from exc
 
 
+def _legacy_discovery(item: _Item) -> str:
+    # Items written before the discovery state existed: a stored catalog means a discovery succeeded.
+    return (DiscoveryState.SUCCESS if "discovered_at" in item else DiscoveryState.NEVER).value
+
+
+def _claim_refusal(
+    current: _Item, installation_id: str, config_hash: str, now: str, not_discovered_since: datetime | None
+) -> str:
+    stored_hash = current.get("config_hash", {}).get("S")
+    if stored_hash is not None and stored_hash != config_hash:
+        return f"installation {installation_id!r} is now configured with hash {stored_hash}, not {config_hash}"
+    claim_hash = current.get("claim_hash", {}).get("S")
+    claim_until = current.get("claim_until", {}).get("S", "")
+    if claim_hash == config_hash and claim_until >= now:
+        return f"a discovery of installation {installation_id!r} is already running (claimed until {claim_until})"
+    discovered_at = current.get("discovered_at", {}).get("S", "")
+    if (
+        not_discovered_since is not None
+        and current.get("discovered_config_hash", {}).get("S") == config_hash
+        and discovered_at >= _iso(not_discovered_since)
+    ):
+        return f"installation {installation_id!r} was already discovered at {discovered_at}"
+    return f"installation {installation_id!r} has a newer status since {current.get('changed_at', {}).get('S')}"
+
+
 def _encode_catalog(discovered: DiscoveredCatalog) -> bytes:
     def entry(definition: Mapping[str, Any], discovered_at: datetime, transport: Transport) -> dict[str, Any]:
         return {"definition": definition, "discovered_at": _iso(discovered_at), "transport": transport.value}
@@ -717,22 +865,14 @@ def _encode_catalog(discovered: DiscoveredCatalog) -> bytes:
         "resources": [entry(r.definition, r.discovered_at, r.transport) for r in discovered.resources],
         "templates": [entry(t.definition, t.discovered_at, t.transport) for t in discovered.templates],
     }
-    # mtime=0 keeps the bytes a pure function of the catalog.
-    return gzip.compress(_dumps(payload).encode("utf-8"), mtime=0)
+    return encode_json(payload)
 
 
 def _decode_catalog(data: bytes, installation_id: str) -> Mapping[str, Any]:
-    try:
-        payload = json.loads(gzip.decompress(data))
-    except (OSError, EOFError, ValueError, zlib.error) as exc:
-        raise StoreError(f"the stored catalog of installation {installation_id!r} is unreadable: {exc}") from exc
+    payload = decode_json(data, f"catalog of installation {installation_id!r}")
     if not isinstance(payload, Mapping):
         raise StoreError(f"the stored catalog of installation {installation_id!r} is not a JSON object")
     return payload
-
-
-def _split(data: bytes, size: int) -> list[bytes]:
-    return [data[start : start + size] for start in range(0, len(data), size)]
 
 
 def _dumps(value: Any) -> str:
@@ -769,8 +909,10 @@ def _installation_sk(installation_id: str) -> str:
     return f"INST#{installation_id}"
 
 
-def _part_sk(installation_id: str, generation: str, index: int) -> str:
-    return f"INST#{installation_id}#CAT#{generation}#{index:04d}"
+def _generation(team_id: str, installation_id: str, generation: str, count: int) -> Generation:
+    # Part keys: INST#<installation_id>#CAT#<generation>#<0000>.
+    prefix = f"{_installation_sk(installation_id)}#CAT#{generation}"
+    return Generation(_pk(team_id), prefix, installation_id, generation, count)
 
 
 def _slug_sk(owner: str, slug: str) -> str:

@@ -1,13 +1,18 @@
-"""Create the DynamoDB tables declared in ``template.yaml``, so local and deployed stacks cannot drift.
+"""Create the resources declared in ``template.yaml``, so local and deployed stacks cannot drift.
 
-The template is the single declaration: this module reads every ``AWS::DynamoDB::Table`` resource and
-creates it with the same key schema, attribute definitions, indexes, billing mode and time-to-live. Other
-resource types are ignored. Settings that change nothing an emulator does (point-in-time recovery,
-encryption, deletion policies) are not applied.
+The template is the single declaration. :func:`create_tables` reads every ``AWS::DynamoDB::Table`` resource and
+creates it with the same key schema, attribute definitions, indexes, billing mode and time-to-live.
+:func:`create_resources` creates tables and also ``AWS::SQS::Queue`` (visibility timeout, retention, delay, message
+size, wait time, FIFO settings and the redrive policy to its dead-letter queue), ``AWS::Events::EventBus`` and
+``AWS::Events::Rule`` (pattern or schedule, state, and those targets that are created queues) resources. Settings
+that change nothing an emulator does (point-in-time recovery, encryption, deletion policies, queue policies) are
+not applied, and rule targets that are not created queues (functions) are left out: locally the stack invokes the
+functions itself.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from dataclasses import dataclass
@@ -23,13 +28,37 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sqs import SQSClient
 
-__all__ = ["DEFAULT_TEMPLATE", "Intrinsic", "create_tables", "declared_tables", "load_template"]
+__all__ = [
+    "DEFAULT_TEMPLATE",
+    "Intrinsic",
+    "ResourceClients",
+    "create_resources",
+    "create_tables",
+    "declared",
+    "declared_tables",
+    "load_template",
+]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "template.yaml"
 _TABLE_TYPE = "AWS::DynamoDB::Table"
+_QUEUE_TYPE = "AWS::SQS::Queue"
+_BUS_TYPE = "AWS::Events::EventBus"
+_RULE_TYPE = "AWS::Events::Rule"
+_CREATED_TYPES = (_TABLE_TYPE, _QUEUE_TYPE, _BUS_TYPE, _RULE_TYPE)
+# CloudFormation property -> SQS attribute; every value is sent as a string.
+_QUEUE_ATTRIBUTES = {
+    "DelaySeconds": "DelaySeconds",
+    "MaximumMessageSize": "MaximumMessageSize",
+    "MessageRetentionPeriod": "MessageRetentionPeriod",
+    "ReceiveMessageWaitTimeSeconds": "ReceiveMessageWaitTimeSeconds",
+    "VisibilityTimeout": "VisibilityTimeout",
+    "ContentBasedDeduplication": "ContentBasedDeduplication",
+}
 _ACTIVE = "ACTIVE"
 
 
@@ -77,14 +106,224 @@ def load_template(path: Path | None = None) -> dict[str, Any]:
     return document
 
 
-def declared_tables(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The ``Properties`` of every ``AWS::DynamoDB::Table`` resource, by logical id."""
+def declared(template: Mapping[str, Any], resource_type: str) -> dict[str, dict[str, Any]]:
+    """The ``Properties`` of every resource of ``resource_type``, by logical id."""
     resources = template.get("Resources") or {}
     return {
         logical_id: dict(resource.get("Properties") or {})
         for logical_id, resource in resources.items()
-        if isinstance(resource, dict) and resource.get("Type") == _TABLE_TYPE
+        if isinstance(resource, dict) and resource.get("Type") == resource_type
     }
+
+
+def declared_tables(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The ``Properties`` of every ``AWS::DynamoDB::Table`` resource, by logical id."""
+    return declared(template, _TABLE_TYPE)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceClients:
+    """Low-level clients for :func:`create_resources`; only those the named resources need are required."""
+
+    dynamodb: DynamoDBClient | None = None
+    sqs: SQSClient | None = None
+    events: EventBridgeClient | None = None
+
+
+def create_resources(
+    clients: ResourceClients,
+    names: Mapping[str, str],
+    *,
+    template: Mapping[str, Any] | None = None,
+    timeout_seconds: float = 30.0,
+) -> dict[str, str]:
+    """Create the declared tables, queues, event buses and rules named in ``names`` (logical id -> physical name).
+
+    Idempotent: existing resources are kept, and queue attributes, rules and their targets are set again to what
+    the template declares. References between resources (``!GetAtt Dlq.Arn`` in a redrive policy, ``!Ref Bus`` and
+    ``!GetAtt Queue.Arn`` in a rule) must name resources created in the same call; dead-letter queues are created
+    before the queues that redrive to them.
+
+    Args:
+        clients: the clients the named resource types need.
+        names: physical name for each logical id, e.g. ``{"MetadataBufferQueue": "satellite-metadata-buffer"}``.
+        template: a parsed template; ``template.yaml`` at the repository root by default.
+        timeout_seconds: how long to wait for each table to become ACTIVE.
+
+    Returns:
+        What ``!Ref`` gives for each logical id, as CloudFormation does: the table name, queue URL, bus name or
+        rule name.
+
+    Raises:
+        StoreError: a logical id is not a declared resource of a supported type, a property uses an intrinsic
+            function that cannot be resolved locally, a client is missing, or AWS refused a call.
+    """
+    parsed = load_template() if template is None else template
+    by_type = {resource_type: declared(parsed, resource_type) for resource_type in _CREATED_TYPES}
+    kinds = {logical_id: t for t, resources in by_type.items() for logical_id in resources}
+    unknown = sorted(set(names) - set(kinds))
+    if unknown:
+        raise StoreError(f"{', '.join(unknown)} not declared as any of {', '.join(_CREATED_TYPES)} in the template")
+    created: dict[str, _Created] = {}
+    tables = {logical_id: name for logical_id, name in names.items() if kinds[logical_id] == _TABLE_TYPE}
+    if tables:
+        create_tables(_client(clients.dynamodb, "dynamodb"), tables, template=parsed, timeout_seconds=timeout_seconds)
+        created.update({logical_id: _Created(ref=name, arn=name) for logical_id, name in tables.items()})
+    queues = [logical_id for logical_id in names if kinds[logical_id] == _QUEUE_TYPE]
+    for logical_id in _dead_letter_queues_first(queues, by_type[_QUEUE_TYPE]):
+        sqs = _client(clients.sqs, "sqs")
+        created[logical_id] = _create_queue(sqs, logical_id, names[logical_id], by_type[_QUEUE_TYPE], created)
+    for logical_id in (i for i in names if kinds[i] == _BUS_TYPE):
+        events = _client(clients.events, "events")
+        created[logical_id] = _create_bus(events, names[logical_id])
+    for logical_id in (i for i in names if kinds[i] == _RULE_TYPE):
+        events = _client(clients.events, "events")
+        properties = by_type[_RULE_TYPE][logical_id]
+        created[logical_id] = _create_rule(events, logical_id, names[logical_id], properties, created)
+    return {logical_id: created[logical_id].ref for logical_id in names}
+
+
+@dataclass(frozen=True, slots=True)
+class _Created:
+    """What ``!Ref`` and ``!GetAtt X.Arn`` resolve to for a created resource."""
+
+    ref: str
+    arn: str
+
+
+def _client(client: Any, service: str) -> Any:
+    if client is None:
+        raise StoreError(f"a {service} client is needed to create the named resources")
+    return client
+
+
+def _resolve(value: Any, created: Mapping[str, _Created], where: str) -> str:
+    # Only references to resources created in this call resolve; anything else is refused, not guessed.
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Intrinsic) and value.tag == "Ref" and value.value in created:
+        return created[value.value].ref
+    if isinstance(value, Intrinsic) and value.tag == "GetAtt":
+        target, _, attribute = str(value.value).partition(".")
+        if target in created and attribute == "Arn":
+            return created[target].arn
+        if target in created and attribute == "QueueUrl":
+            return created[target].ref
+    raise StoreError(f"{where} refers to {value!r}, which is not created in the same call; name it too")
+
+
+def _refers_to(value: Any) -> str | None:
+    if isinstance(value, Intrinsic) and value.tag in ("Ref", "GetAtt"):
+        return str(value.value).partition(".")[0]
+    return None
+
+
+def _dead_letter_queues_first(queues: list[str], declared_queues: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    def redrive_target(logical_id: str) -> str | None:
+        redrive = declared_queues[logical_id].get("RedrivePolicy") or {}
+        return _refers_to(redrive.get("deadLetterTargetArn")) if isinstance(redrive, dict) else None
+
+    return sorted(queues, key=lambda logical_id: redrive_target(logical_id) is not None)
+
+
+def _create_queue(
+    sqs: SQSClient,
+    logical_id: str,
+    queue_name: str,
+    declared_queues: Mapping[str, Mapping[str, Any]],
+    created: Mapping[str, _Created],
+) -> _Created:
+    properties = declared_queues[logical_id]
+    attributes: dict[str, str] = {}
+    for prop, attribute in _QUEUE_ATTRIBUTES.items():
+        if prop in properties:
+            attributes[attribute] = _attribute(_literal(properties[prop], logical_id, prop))
+    redrive = properties.get("RedrivePolicy")
+    if redrive is not None:
+        if not isinstance(redrive, dict):
+            raise StoreError(f"{logical_id}.RedrivePolicy must be a mapping")
+        target = _resolve(redrive.get("deadLetterTargetArn"), created, f"{logical_id}.RedrivePolicy")
+        receives = _literal(redrive.get("maxReceiveCount"), logical_id, "RedrivePolicy.maxReceiveCount")
+        attributes["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": target, "maxReceiveCount": int(receives)})
+    fifo = bool(_literal(properties.get("FifoQueue", False), logical_id, "FifoQueue"))
+    try:
+        # FifoQueue can only be given at creation; everything else is (re)applied, so a re-run converges.
+        url = sqs.create_queue(QueueName=queue_name, Attributes={"FifoQueue": "true"} if fifo else {})["QueueUrl"]
+        if attributes:
+            sqs.set_queue_attributes(QueueUrl=url, Attributes=attributes)  # type: ignore[arg-type]
+        arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    except (ClientError, BotoCoreError) as exc:
+        raise StoreError(f"cannot create queue {queue_name}: {exc}") from exc
+    logger.info("queue created", extra={"operation": "create_queue", "queue": queue_name})
+    return _Created(ref=url, arn=arn)
+
+
+def _attribute(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _create_bus(events: EventBridgeClient, bus_name: str) -> _Created:
+    try:
+        try:
+            arn = events.create_event_bus(Name=bus_name)["EventBusArn"]
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceAlreadyExistsException":
+                raise
+            arn = events.describe_event_bus(Name=bus_name)["Arn"]
+    except (ClientError, BotoCoreError) as exc:
+        raise StoreError(f"cannot create event bus {bus_name}: {exc}") from exc
+    logger.info("event bus created", extra={"operation": "create_event_bus", "bus": bus_name})
+    return _Created(ref=bus_name, arn=arn)
+
+
+def _create_rule(
+    events: EventBridgeClient,
+    logical_id: str,
+    rule_name: str,
+    properties: Mapping[str, Any],
+    created: Mapping[str, _Created],
+) -> _Created:
+    request: dict[str, Any] = {"Name": rule_name}
+    bus = properties.get("EventBusName")
+    if bus is not None:
+        request["EventBusName"] = _resolve(bus, created, f"{logical_id}.EventBusName")
+    pattern = properties.get("EventPattern")
+    if pattern is not None:
+        request["EventPattern"] = json.dumps(_literal(pattern, logical_id, "EventPattern"))
+    for prop in ("ScheduleExpression", "State", "Description"):
+        if prop in properties:
+            request[prop] = str(_literal(properties[prop], logical_id, prop))
+    targets = []
+    for index, target in enumerate(properties.get("Targets") or []):
+        if _refers_to(target.get("Arn")) not in created:
+            logger.info(
+                "rule target left out: it is not a resource created locally",
+                extra={"operation": "create_rule", "rule": rule_name, "target": target.get("Id")},
+            )
+            continue
+        entry = {
+            "Id": str(_literal(target["Id"], logical_id, f"Targets[{index}].Id")),
+            "Arn": _resolve(target["Arn"], created, f"{logical_id}.Targets[{index}].Arn"),
+        }
+        for prop in ("Input", "InputPath"):
+            if prop in target:
+                entry[prop] = str(_literal(target[prop], logical_id, f"Targets[{index}].{prop}"))
+        targets.append(entry)
+    try:
+        arn = events.put_rule(**request)["RuleArn"]
+        if targets:
+            target_request: dict[str, Any] = {"Rule": rule_name, "Targets": targets}
+            if "EventBusName" in request:
+                target_request["EventBusName"] = request["EventBusName"]
+            response = events.put_targets(**target_request)
+            if response.get("FailedEntryCount", 0):
+                raise StoreError(f"rule {rule_name} refused targets: {response.get('FailedEntries')}")
+    except (ClientError, BotoCoreError) as exc:
+        raise StoreError(f"cannot create rule {rule_name}: {exc}") from exc
+    logger.info("rule created", extra={"operation": "create_rule", "rule": rule_name, "targets": len(targets)})
+    return _Created(ref=rule_name, arn=arn)
 
 
 def create_tables(

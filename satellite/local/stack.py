@@ -15,20 +15,29 @@ import subprocess
 import sys
 import threading
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import boto3
+import httpx
 import uvicorn
 
 from satellite.aws.catalog_store import DynamoCatalogStore
-from satellite.aws.tables import create_tables
+from satellite.aws.discovery_queue import SqsDiscoveryQueue
+from satellite.aws.events import EventBridgePublisher
+from satellite.aws.metadata_store import DynamoMetadataStore
+from satellite.aws.tables import ResourceClients, create_resources
 from satellite.bootstrap import build_gateway
 from satellite.config import Settings
 from satellite.discovery import discover_and_store
+from satellite.discovery_consumer import DiscoveryConsumer
+from satellite.discovery_service import DiscoveryService
+from satellite.local.pollers import Schedule, SqsPoller
 from satellite.local.processes import free_port, stop_process_group, wait_for_port
 from satellite.local.servers import load_servers
+from satellite.metadata_consumer import build_handler as build_metadata_handler
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,8 +51,20 @@ __all__ = ["LocalStack", "run_dev"]
 logger = logging.getLogger(__name__)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+# The template resources the local stack creates on the emulator (functions run as threads of this process).
+LOCAL_RESOURCES = (
+    "CatalogTable",
+    "MetadataTable",
+    "DiscoveryDeadLetterQueue",
+    "DiscoveryQueue",
+    "MetadataDeadLetterQueue",
+    "MetadataBufferQueue",
+    "EventBus",
+    "ToolsDiscoveredRule",
+)
+# The metadata function's MaximumBatchingWindowInSeconds in template.yaml (seed 000's EventBus interval).
+BATCHING_WINDOW_SECONDS = 3.0
 TEMPLATE = REPO_ROOT / "template.yaml"
-START_TIMEOUT_SECONDS = float(os.environ.get("SATELLITE_LOCAL_START_TIMEOUT_SECONDS", "30"))
 
 
 class LocalStack:
@@ -57,6 +78,9 @@ class LocalStack:
         self._stack = contextlib.ExitStack()
         self.reports: list[DiscoveryReport] = []
         self.endpoint_url = ""
+        self._names = {logical: f"satellite-{logical}" for logical in LOCAL_RESOURCES}
+        self._refs: dict[str, str] = {}
+        self._start_timeout = Settings.from_environment(self._environ).local_start_timeout_seconds
 
     def __enter__(self) -> LocalStack:
         try:
@@ -74,23 +98,31 @@ class LocalStack:
         return Settings.from_environment(
             {
                 **self._environ,
-                "SATELLITE_CATALOG_TABLE": "satellite-catalog",
+                "SATELLITE_CATALOG_TABLE": self._names["CatalogTable"],
+                "SATELLITE_METADATA_TABLE": self._names["MetadataTable"],
+                "SATELLITE_EVENT_BUS_NAME": self._names["EventBus"],
+                "SATELLITE_DISCOVERY_QUEUE_URL": self._refs.get("DiscoveryQueue", ""),
                 "SATELLITE_ALLOWED_HOSTS": "127.0.0.1:*,localhost:*",
+                "SATELLITE_STATUS_ROUTE": "on",
                 "SATELLITE_TOKENS": json.dumps({self.token: {"team": self.team}}),
             }
         )
 
-    def dynamodb(self) -> Any:
+    def client(self, service: Literal["dynamodb", "sqs", "events"]) -> Any:
+        """A boto3 client of the emulator."""
         return boto3.client(
-            "dynamodb",
+            service,
             endpoint_url=self.endpoint_url,
             region_name="us-east-1",
             aws_access_key_id="local",
             aws_secret_access_key="local",
         )
 
+    def dynamodb(self) -> Any:
+        return self.client("dynamodb")
+
     def build_gateway(self, settings: Settings | None = None) -> Gateway:
-        return build_gateway(settings or self.settings, dynamodb_client=self.dynamodb())
+        return build_gateway(settings or self.settings, dynamodb_client=self.dynamodb(), sqs_client=self.client("sqs"))
 
     def _start(self) -> None:
         # The emulator runs in its own process, as AWS would, so it never competes with the gateway for the GIL.
@@ -102,18 +134,68 @@ class LocalStack:
             start_new_session=True,
         )
         self._stack.callback(stop_process_group, emulator)
-        wait_for_port(port, START_TIMEOUT_SECONDS, emulator)
+        wait_for_port(port, self._start_timeout, emulator)
         self.endpoint_url = f"http://127.0.0.1:{port}"
+        clients = ResourceClients(dynamodb=self.dynamodb(), sqs=self.client("sqs"), events=self.client("events"))
+        self._refs = create_resources(clients, self._names)
         settings = self.settings
-        create_tables(self.dynamodb(), {"CatalogTable": settings.catalog_table})
         for server in self.servers:
             if server.start is not None:
                 self._launch(server, server.start)
         store = DynamoCatalogStore(settings.catalog_table, client=self.dynamodb())
+        events = EventBridgePublisher(settings.event_bus_name, client=self.client("events"))
         for server in self.servers:
             store.add_installation(server.installation)
         remote = [s.installation for s in self.servers if s.installation.transport.is_remote]
-        self.reports = anyio.run(discover_and_store, store, remote, settings, _now)
+        self.reports = anyio.run(partial(discover_and_store, events=events), store, remote, settings, _now)
+        self._run_background(store, events, settings)
+
+    def _run_background(self, store: DynamoCatalogStore, events: EventBridgePublisher, settings: Settings) -> None:
+        """What AWS runs around the functions: the queues' event source mappings and the rediscovery schedule."""
+        sqs = self.client("sqs")
+        discovery = DiscoveryConsumer(
+            DiscoveryService(
+                store, settings, queue=SqsDiscoveryQueue(settings.discovery_queue_url, client=sqs), events=events
+            )
+        )
+        metadata = build_metadata_handler(DynamoMetadataStore(settings.metadata_table, client=self.dynamodb()))
+        workers: list[SqsPoller | Schedule] = [
+            SqsPoller(
+                sqs,
+                settings.discovery_queue_url,
+                discovery.handle,
+                function_name="discovery",
+                timeout_seconds=360,
+                batch_size=5,
+            ),
+            SqsPoller(
+                sqs,
+                self._refs["MetadataBufferQueue"],
+                metadata,
+                function_name="metadata",
+                timeout_seconds=29,
+                batch_size=50,
+                batching_window_seconds=BATCHING_WINDOW_SECONDS,
+            ),
+            Schedule(
+                discovery.handle,
+                rule_name="rediscovery",
+                function_name="discovery",
+                interval_seconds=settings.local_schedule_seconds,
+                timeout_seconds=360,
+            ),
+        ]
+        stop = threading.Event()
+        threads = [threading.Thread(target=w.run, args=(stop,), name=type(w).__name__, daemon=True) for w in workers]
+        for thread in threads:
+            thread.start()
+
+        def stop_all() -> None:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=10)
+
+        self._stack.callback(stop_all)
 
     def _launch(self, server: LocalServer, spec: LaunchSpec) -> None:
         url = server.installation.url or ""
@@ -128,7 +210,7 @@ class LocalStack:
             start_new_session=True,
         )
         self._stack.callback(stop_process_group, process)
-        wait_for_port(int(port), START_TIMEOUT_SECONDS, process, host=host)
+        wait_for_port(int(port), self._start_timeout, process, host=host)
 
     @contextlib.contextmanager
     def serve(self, host: str = "127.0.0.1", port: int = 0, settings: Settings | None = None) -> Iterator[str]:
@@ -139,7 +221,7 @@ class LocalStack:
         thread = threading.Thread(target=server.run, name="gateway", daemon=True)
         thread.start()
         try:
-            wait_for_port(port, START_TIMEOUT_SECONDS, host=host)
+            wait_for_port(port, self._start_timeout, host=host)
             yield f"http://{host}:{port}/mcp"
         finally:
             server.should_exit = True
@@ -149,7 +231,7 @@ class LocalStack:
 def run_dev(config: Path, host: str, port: int) -> int:
     """Run the local stack in the foreground until Ctrl-C; returns the exit code."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    with LocalStack(config, token=_dev_token()) as stack:
+    with LocalStack(config, token=dev_token()) as stack:
         print(f"Satellite gateway: http://{host}:{port}/mcp")
         print(f"Dev token:         {stack.token}   (send 'Authorization: Bearer {stack.token}')")
         print(f"Emulator:          {stack.endpoint_url} (team {stack.team!r})")
@@ -182,7 +264,25 @@ def summary_lines(stack: LocalStack) -> list[str]:
     return lines
 
 
-def _dev_token() -> str:
+def format_token_savings(savings: dict[str, Any]) -> str:
+    """One line: tokens with every tool exposed directly versus the four meta-tools, and the reduction."""
+    return (
+        f"Token savings: {savings['tools']} tools would cost {savings['direct_tokens']:,} tokens exposed directly; "
+        f"the four meta-tools cost {savings['meta_tools_tokens']:,} ({savings['reduction_percent']} % less, cl100k)"
+    )
+
+
+def print_token_savings(base_url: str, token: str) -> int:
+    """Print a gateway's ``/api/tokens`` for the token's team; returns the exit code."""
+    response = httpx.get(f"{base_url.rstrip('/')}/api/tokens", headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    if response.status_code != 200:
+        print(f"{base_url}/api/tokens answered {response.status_code}: {response.text}", file=sys.stderr)
+        return 1
+    print(format_token_savings(response.json()))
+    return 0
+
+
+def dev_token() -> str:
     path = REPO_ROOT / "infra" / "local" / ".state" / "dev-token"
     if path.exists():
         return path.read_text().strip()

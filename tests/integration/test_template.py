@@ -128,6 +128,15 @@ def function_timeouts(template: dict[str, Any]) -> dict[str, float]:
     }
 
 
+def api_facing_functions(template: dict[str, Any]) -> set[str]:
+    """Functions API Gateway invokes (an ``HttpApi`` or ``Api`` event): they must answer before it gives up."""
+    return {
+        name
+        for name, props in _function_properties(template).items()
+        if any(event.get("Type") in ("HttpApi", "Api") for event in props.get("Events", {}).values())
+    }
+
+
 def _statement_writes(statement: dict[str, Any], table: str) -> bool:
     if statement.get("Effect", "Allow") != "Allow":
         return False
@@ -244,16 +253,40 @@ Resources:
     assert offenders == ["Replies"]
 
 
-def test_every_function_finishes_before_api_gateway_gives_up() -> None:
+def test_every_api_facing_function_finishes_before_api_gateway_gives_up() -> None:
     # Given the deployment template
     template = _deployed_template()
 
-    # When each function's effective timeout is computed
-    timeouts = function_timeouts(template)
+    # When the effective timeouts of the functions API Gateway invokes are computed
+    api_facing = api_facing_functions(template)
+    timeouts = {name: t for name, t in function_timeouts(template).items() if name in api_facing}
 
-    # Then the gateway is among them and every function stops before API Gateway's 30 s limit
+    # Then the gateway is among them and each stops before API Gateway's 30 s limit (queue-driven and scheduled
+    # functions such as discovery may run longer)
     assert "GatewayFunction" in timeouts
     assert {name: t for name, t in timeouts.items() if t >= API_GATEWAY_TIMEOUT_SECONDS} == {}
+
+
+def test_api_facing_rule_selects_functions_with_api_events_only() -> None:
+    # Given an HTTP API function, a REST API function, a queue consumer with a long timeout and a bare function
+    template = _load(
+        """
+Resources:
+  Http:
+    Type: AWS::Serverless::Function
+    Properties: {Events: {Post: {Type: HttpApi, Properties: {Path: /mcp, Method: POST}}}}
+  Rest:
+    Type: AWS::Serverless::Function
+    Properties: {Events: {Get: {Type: Api, Properties: {Path: /x, Method: GET}}}}
+  Consumer:
+    Type: AWS::Serverless::Function
+    Properties: {Timeout: 360, Events: {Requests: {Type: SQS, Properties: {Queue: arn}}}}
+  Bare: {Type: AWS::Lambda::Function, Properties: {}}
+"""
+    )
+
+    # When the API-facing functions are selected / Then only the two API-triggered ones are
+    assert api_facing_functions(template) == {"Http", "Rest"}
 
 
 def test_timeout_rule_applies_globals_defaults_and_parameter_maxima() -> None:
@@ -280,15 +313,14 @@ Resources:
     assert timeouts == {"FromGlobals": 45, "Own": 10, "Plain": 3, "FromParameter": 60}
 
 
-def test_gateway_cannot_write_the_catalog_table() -> None:
+def test_background_functions_cannot_write_each_others_tables() -> None:
     # Given the deployment template
     template = _deployed_template()
 
-    # When the gateway function's grants on the catalog table are inspected
-    grants = table_write_grants(template, "GatewayFunction", "CatalogTable")
-
-    # Then none of them allows writing
-    assert grants == []
+    # When the write grants of discovery and the metadata batcher are inspected
+    # Then discovery never writes metadata and the batcher never writes the catalog
+    assert table_write_grants(template, "DiscoveryFunction", "MetadataTable") == []
+    assert table_write_grants(template, "MetadataFunction", "CatalogTable") == []
 
 
 def test_write_rule_flags_every_kind_of_write_grant() -> None:

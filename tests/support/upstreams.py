@@ -106,7 +106,12 @@ class ScriptedServer:
     capabilities: dict[str, Any] = field(default_factory=lambda: {"tools": {}})
     status: int | None = None
     headers_seen: list[dict[str, str]] = field(default_factory=list)
+    methods_seen: list[str] = field(default_factory=list)
     url: str = ""
+
+    def count(self, method: str) -> int:
+        """How many requests for ``method`` reached this server."""
+        return self.methods_seen.count(method)
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -132,6 +137,7 @@ class ScriptedServer:
             await _respond(send, 405, {"error": "POST only"})
             return
         request = json.loads(body)
+        self.methods_seen.append(str(request.get("method")))
         if "id" not in request:
             await _respond(send, 202, None)
             return

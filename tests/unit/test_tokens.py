@@ -1,27 +1,47 @@
 from __future__ import annotations
 
-import socket
+import os
+import subprocess
+import sys
+from typing import TYPE_CHECKING
 
 import pytest
 
 from satellite import tokens
 
+if TYPE_CHECKING:
+    from pathlib import Path
 
-def test_encodings_load_from_shipped_files_with_networking_disabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Given no network at all
-    def refuse(*_args: object, **_kwargs: object) -> None:
-        raise OSError("networking is disabled in this test")
 
-    monkeypatch.setattr(socket, "socket", refuse)
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    tokens.encoding.cache_clear()
+NO_NETWORK = """
+import socket
+
+def refuse(*args, **kwargs):
+    raise OSError("networking is disabled in this process")
+
+socket.socket = refuse
+socket.create_connection = refuse
+socket.getaddrinfo = refuse
+
+from satellite import tokens
+
+cl100k = tokens.encoding("cl100k_base")
+o200k = tokens.encoding("o200k_base")
+print(cl100k.encode("hello world"), len(o200k.encode("hello world")), cl100k.n_vocab)
+"""
+
+
+def test_encodings_load_from_shipped_files_with_networking_disabled(tmp_path: Path) -> None:
+    # Given a fresh interpreter with no network at all and an empty tiktoken cache
+    env = {**os.environ, "TIKTOKEN_CACHE_DIR": str(tmp_path)}
     # When both encodings are built and used
-    cl100k = tokens.encoding("cl100k_base")
-    o200k = tokens.encoding("o200k_base")
-    # Then they tokenize like tiktoken's published encodings
-    assert cl100k.encode("hello world") == [15339, 1917]
-    assert len(o200k.encode("hello world")) == 2
-    assert cl100k.n_vocab == 100277
+    completed = subprocess.run(
+        [sys.executable, "-c", NO_NETWORK], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    # Then they tokenize like tiktoken's published encodings, and nothing was cached from a download
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.split() == ["[15339,", "1917]", "2", "100277"]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_tool_tokens_follow_the_documented_formula() -> None:

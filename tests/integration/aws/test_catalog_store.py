@@ -16,6 +16,8 @@ from satellite.catalog import (
     CachedResourceTemplate,
     CachedTool,
     DiscoveredCatalog,
+    DiscoveryState,
+    ErrorClass,
     InstallationStatus,
     Status,
 )
@@ -54,10 +56,14 @@ def remote(team_id: str, installation_id: str, slug: str, user_id: str | None = 
         transport=Transport.STREAMABLE_HTTP,
         user_id=user_id,
         name=f"{slug} server",
-        url=f"https://{slug}.example.com/mcp",
+        # One URL for every slug: the configuration hash (url, headers) is then the same, see REMOTE_HASH.
+        url="https://mcp.example.com/mcp",
         headers={"Authorization": "Bearer ${GITHUB_TOKEN}"},
         timeout_seconds=12.5,
     )
+
+
+REMOTE_HASH = remote("any", "any", "any").config_hash
 
 
 def stdio(team_id: str, installation_id: str, slug: str) -> Installation:
@@ -81,11 +87,12 @@ def discovered(
     *,
     noise_bytes: int = 0,
     seed: int = 0,
+    config_hash: str = REMOTE_HASH,
 ) -> DiscoveredCatalog:
     """A catalog whose every description carries ``label``; ``noise_bytes`` of random hex defeat compression."""
     noise = random.Random(seed)
     return DiscoveredCatalog(
-        config_hash=f"hash-{label}",
+        config_hash=config_hash,
         transport=Transport.STREAMABLE_HTTP,
         discovered_at=at,
         filled_by="discovery:streamable_http",
@@ -541,3 +548,179 @@ def test_teams_are_isolated(store: DynamoCatalogStore, dynamodb: DynamoDBClient,
     assert loaded.installations[0].status.status is Status.ONLINE
     assert loaded.version == 2
     assert all(i["pk"]["S"] == f"TEAM#{team}" for i in raw_items(dynamodb, catalog_table, team))
+
+
+def test_status_round_trips_discovery_state_class_and_suggestion(store: DynamoCatalogStore, team: str) -> None:
+    # Given an installation that was discovered once
+    store.add_installation(remote(team, "i-1", "github"))
+    assert store.load_catalog(team).by_slug("github").status.discovery is DiscoveryState.NEVER
+    store.replace_catalog(team, "i-1", discovered(2, T0))
+    assert store.load_catalog(team).by_slug("github").status.discovery is DiscoveryState.SUCCESS
+
+    # When a classified failure is recorded for its current configuration
+    failure = InstallationStatus(
+        Status.ERROR,
+        soon(),
+        last_error="github: upstream rejected the credentials with HTTP 401",
+        failure_kind="auth",
+        discovery=DiscoveryState.FAILED,
+        error_class=ErrorClass.NEEDS_USER_ACTION,
+        suggestion="authentication failed: check the token/headers",
+    )
+    store.set_status(team, "i-1", failure, config_hash=REMOTE_HASH)
+
+    # Then every field comes back and the last good tools are kept
+    entry = store.load_catalog(team).by_slug("github")
+    assert entry.status == failure
+    assert len(entry.tools) == 2
+
+    # When a later discovery succeeds
+    store.replace_catalog(team, "i-1", discovered(3, T0 + timedelta(minutes=1)))
+
+    # Then it is online with discovery success and no error, class or suggestion left
+    status = store.load_catalog(team).by_slug("github").status
+    assert (status.status, status.discovery) == (Status.ONLINE, DiscoveryState.SUCCESS)
+    assert (status.last_error, status.failure_kind, status.error_class, status.suggestion) == (None, None, None, None)
+
+
+def test_outcomes_for_an_older_configuration_are_not_stored(store: DynamoCatalogStore, team: str) -> None:
+    # Given an online installation whose configuration then changed (a new hash)
+    store.add_installation(remote(team, "i-1", "github"))
+    store.replace_catalog(team, "i-1", discovered(2, T0, "old-config"))
+    changed = Installation(
+        installation_id="i-1",
+        team_id=team,
+        slug="github",
+        transport=Transport.STREAMABLE_HTTP,
+        url="https://mcp.example.com/v2/mcp",
+    )
+    store.update_installation(changed)
+    version = store.catalog_version(team)
+
+    # When a discovery of the old configuration finishes, successfully or not
+    with pytest.raises(ConflictError, match="configured with hash"):
+        store.replace_catalog(team, "i-1", discovered(5, T0 + timedelta(hours=1), "late", config_hash=REMOTE_HASH))
+    offline = InstallationStatus(Status.OFFLINE, soon(), "refused", "unreachable", DiscoveryState.FAILED)
+    with pytest.raises(ConflictError, match="older configuration"):
+        store.set_status(team, "i-1", offline, config_hash=REMOTE_HASH)
+
+    # Then neither was stored; an outcome for the current hash is
+    entry = store.load_catalog(team).by_slug("github")
+    assert labels_of(store.load_catalog(team)) == {"old-config"}
+    assert entry.status.status is Status.ONLINE
+    assert store.catalog_version(team) == version
+    store.replace_catalog(
+        team, "i-1", discovered(1, T0 + timedelta(hours=2), "new-config", config_hash=changed.config_hash)
+    )
+    assert labels_of(store.load_catalog(team)) == {"new-config"}
+
+
+def test_only_one_discovery_claim_per_hash_is_live(store: DynamoCatalogStore, team: str) -> None:
+    # Given a new installation
+    store.add_installation(remote(team, "i-1", "github"))
+    now = soon()
+
+    # When one discovery claims it
+    store.claim_discovery(
+        team, "i-1", REMOTE_HASH, status=Status.DISCOVERING, claimed_at=now, lease_until=now + timedelta(minutes=2)
+    )
+
+    # Then it is discovering, and a second claim of the same hash is refused while the lease lasts
+    status = store.load_catalog(team).by_slug("github").status
+    assert (status.status, status.discovery) == (Status.DISCOVERING, DiscoveryState.DISCOVERING)
+    with pytest.raises(ConflictError, match="already running"):
+        store.claim_discovery(
+            team,
+            "i-1",
+            REMOTE_HASH,
+            status=Status.DISCOVERING,
+            claimed_at=now + timedelta(seconds=1),
+            lease_until=now + timedelta(minutes=3),
+        )
+    # And a claim for another configuration hash is refused: the installation is not configured with it
+    with pytest.raises(ConflictError, match="configured with hash"):
+        store.claim_discovery(
+            team,
+            "i-1",
+            "another-hash",
+            status=Status.DISCOVERING,
+            claimed_at=now + timedelta(seconds=1),
+            lease_until=now + timedelta(minutes=3),
+        )
+    # And claiming a missing installation is NotFound
+    with pytest.raises(NotFound):
+        store.claim_discovery(team, "i-gone", REMOTE_HASH, status=Status.DISCOVERING, claimed_at=now, lease_until=now)
+
+
+def test_claim_is_released_by_an_outcome_or_its_lease(store: DynamoCatalogStore, team: str) -> None:
+    # Given two installations claimed for discovery, one with a lease that already ended
+    store.add_installation(remote(team, "i-1", "github"))
+    store.add_installation(remote(team, "i-2", "gitlab"))
+    now = soon()
+    store.claim_discovery(
+        team, "i-1", REMOTE_HASH, status=Status.DISCOVERING, claimed_at=now, lease_until=now + timedelta(minutes=5)
+    )
+    store.claim_discovery(team, "i-2", REMOTE_HASH, status=Status.DISCOVERING, claimed_at=now, lease_until=T0)
+
+    # When the first records a failure, and the second's lapsed claim is taken over
+    failed = InstallationStatus(Status.OFFLINE, now, "refused", "unreachable", DiscoveryState.FAILED)
+    store.set_status(team, "i-1", failed, config_hash=REMOTE_HASH)
+    later = now + timedelta(seconds=1)
+    store.claim_discovery(
+        team, "i-2", REMOTE_HASH, status=Status.DISCOVERING, claimed_at=later, lease_until=later + timedelta(minutes=5)
+    )
+
+    # Then the first can be claimed again, keeping its offline status and error until the next outcome
+    store.claim_discovery(
+        team, "i-1", REMOTE_HASH, status=Status.OFFLINE, claimed_at=later, lease_until=later + timedelta(minutes=5)
+    )
+    status = store.load_catalog(team).by_slug("github").status
+    assert (status.status, status.discovery, status.last_error) == (
+        Status.OFFLINE,
+        DiscoveryState.DISCOVERING,
+        "refused",
+    )
+
+
+def test_claim_is_refused_when_the_hash_was_discovered_since(store: DynamoCatalogStore, team: str) -> None:
+    # Given an installation discovered at T0 + 1 h
+    store.add_installation(remote(team, "i-1", "github"))
+    store.replace_catalog(team, "i-1", discovered(2, T0 + timedelta(hours=1)))
+    now = soon()
+
+    # When a request made before that discovery claims it / Then it is refused: the discovery already answered it
+    with pytest.raises(ConflictError, match="already discovered"):
+        store.claim_discovery(
+            team,
+            "i-1",
+            REMOTE_HASH,
+            status=Status.ONLINE,
+            claimed_at=now,
+            lease_until=now + timedelta(minutes=1),
+            not_discovered_since=T0,
+        )
+    # And a request made after it may claim, leaving the installation online (it keeps serving)
+    store.claim_discovery(
+        team,
+        "i-1",
+        REMOTE_HASH,
+        status=Status.ONLINE,
+        claimed_at=now,
+        lease_until=now + timedelta(minutes=1),
+        not_discovered_since=T0 + timedelta(hours=2),
+    )
+    entry = store.load_catalog(team).by_slug("github")
+    assert (entry.status.status, entry.status.discovery, entry.serves) == (
+        Status.ONLINE,
+        DiscoveryState.DISCOVERING,
+        True,
+    )
+
+
+def test_team_ids_lists_every_team_with_a_catalog(store: DynamoCatalogStore, team: str) -> None:
+    # Given two teams with installations
+    store.add_installation(remote(team, "i-1", "github"))
+    store.add_installation(remote(f"{team}-b", "i-1", "github"))
+
+    # When teams are listed / Then both are among them
+    assert {team, f"{team}-b"} <= set(store.team_ids())

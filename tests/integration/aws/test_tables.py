@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import time
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+import boto3
 import pytest
 
-from satellite.aws.tables import Intrinsic, create_tables, declared_tables, load_template
+from satellite.aws.tables import (
+    Intrinsic,
+    ResourceClients,
+    create_resources,
+    create_tables,
+    declared,
+    declared_tables,
+    load_template,
+)
 from satellite.errors import StoreError
+from tests.support.aws import REGION, start_moto
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from pathlib import Path
 
     from mypy_boto3_dynamodb import DynamoDBClient
@@ -51,9 +64,14 @@ Resources:
   RequestQueue:
     Type: AWS::SQS::Queue
     Properties:
+      VisibilityTimeout: 0
       RedrivePolicy:
         deadLetterTargetArn: !GetAtt RequestDlq.Arn
         maxReceiveCount: 3
+  RequestDlq:
+    Type: AWS::SQS::Queue
+    Properties:
+      MessageRetentionPeriod: 1209600
   GatewayFunction:
     Type: AWS::Serverless::Function
     Properties:
@@ -161,3 +179,120 @@ def test_an_unresolvable_intrinsic_in_a_table_property_is_refused(
     with pytest.raises(StoreError, match="intrinsic"):
         create_tables(dynamodb, {"BrokenTable": name}, template=template)
     assert name not in dynamodb.list_tables()["TableNames"]
+
+
+@pytest.fixture(scope="module")
+def aws_clients() -> Iterator[ResourceClients]:
+    """Clients for one moto server: DynamoDB Local has no queues or buses."""
+    with start_moto() as endpoint:
+        credentials = {"region_name": REGION, "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+        yield ResourceClients(
+            dynamodb=boto3.client("dynamodb", endpoint_url=endpoint, **credentials),  # type: ignore[call-overload]
+            sqs=boto3.client("sqs", endpoint_url=endpoint, **credentials),  # type: ignore[call-overload]
+            events=boto3.client("events", endpoint_url=endpoint, **credentials),  # type: ignore[call-overload]
+        )
+
+
+def receive(clients: ResourceClients, queue_url: str, timeout_seconds: float = 5.0) -> list[dict[str, Any]]:
+    assert clients.sqs is not None
+    deadline = time.monotonic() + timeout_seconds
+    while time.monotonic() < deadline:
+        messages = clients.sqs.receive_message(QueueUrl=queue_url, WaitTimeSeconds=1).get("Messages", [])
+        if messages:
+            return [dict(m) for m in messages]
+    return []
+
+
+def test_the_metadata_bus_rule_and_queues_are_created_as_declared_and_deliver(aws_clients: ResourceClients) -> None:
+    # Given the project template's metadata pipeline resources
+    template = load_template()
+    queues = declared(template, "AWS::SQS::Queue")
+    rule = declared(template, "AWS::Events::Rule")["ToolsDiscoveredRule"]
+    names = {
+        "EventBus": unique("bus"),
+        "ToolsDiscoveredRule": unique("rule"),
+        "MetadataBufferQueue": unique("buffer"),
+        "MetadataDeadLetterQueue": unique("dlq"),
+    }
+
+    # When they are created twice (idempotent)
+    create_resources(aws_clients, names)
+    created = create_resources(aws_clients, names)
+
+    # Then the queues carry the declared visibility, retention and redrive to the dead-letter queue
+    assert aws_clients.sqs is not None and aws_clients.events is not None
+    attributes = aws_clients.sqs.get_queue_attributes(QueueUrl=created["MetadataBufferQueue"], AttributeNames=["All"])[
+        "Attributes"
+    ]
+    declared_buffer = queues["MetadataBufferQueue"]
+    assert attributes["VisibilityTimeout"] == str(declared_buffer["VisibilityTimeout"])
+    assert attributes["MessageRetentionPeriod"] == str(declared_buffer["MessageRetentionPeriod"])
+    dlq_arn = aws_clients.sqs.get_queue_attributes(
+        QueueUrl=created["MetadataDeadLetterQueue"], AttributeNames=["QueueArn"]
+    )["Attributes"]["QueueArn"]
+    assert json.loads(attributes["RedrivePolicy"]) == {
+        "deadLetterTargetArn": dlq_arn,
+        "maxReceiveCount": declared_buffer["RedrivePolicy"]["maxReceiveCount"],
+    }
+    # And the rule on the bus has the declared pattern and targets the buffer queue
+    described = aws_clients.events.describe_rule(Name=names["ToolsDiscoveredRule"], EventBusName=names["EventBus"])
+    assert json.loads(described["EventPattern"]) == rule["EventPattern"]
+    [target] = aws_clients.events.list_targets_by_rule(
+        Rule=names["ToolsDiscoveredRule"], EventBusName=names["EventBus"]
+    )["Targets"]
+    assert target["Arn"] == attributes["QueueArn"]
+    # And a matching event reaches the queue while another detail-type does not
+    for detail_type in ("Scheduled Event", "mcp.tools.discovered"):
+        aws_clients.events.put_events(
+            Entries=[
+                {
+                    "EventBusName": names["EventBus"],
+                    "Source": "satellite.discovery",
+                    "DetailType": detail_type,
+                    "Detail": json.dumps({"kind": detail_type}),
+                }
+            ]
+        )
+    [message] = receive(aws_clients, created["MetadataBufferQueue"])
+    assert json.loads(message["Body"])["detail"] == {"kind": "mcp.tools.discovered"}
+
+
+def test_a_message_received_too_often_moves_to_the_dead_letter_queue(
+    aws_clients: ResourceClients, template: dict[str, object]
+) -> None:
+    # Given a queue redriving after three receives (visibility 0: each receive makes it visible again)
+    created = create_resources(
+        aws_clients, {"RequestQueue": unique("requests"), "RequestDlq": unique("dlq")}, template=template
+    )
+    assert aws_clients.sqs is not None
+    aws_clients.sqs.send_message(QueueUrl=created["RequestQueue"], MessageBody="poison")
+
+    # When it is received until it stops coming back
+    receives = 0
+    while receive(aws_clients, created["RequestQueue"], timeout_seconds=2):
+        receives += 1
+        assert receives <= 3
+
+    # Then after three receives it waits in the dead-letter queue
+    assert receives == 3
+    [message] = receive(aws_clients, created["RequestDlq"])
+    assert message["Body"] == "poison"
+
+
+def test_a_redrive_to_a_queue_not_created_alongside_is_refused(
+    aws_clients: ResourceClients, template: dict[str, object]
+) -> None:
+    # Given a queue whose dead-letter queue is not named / When it is created / Then StoreError names the reference
+    with pytest.raises(StoreError, match="RequestDlq"):
+        create_resources(aws_clients, {"RequestQueue": unique("requests")}, template=template)
+
+
+def test_unsupported_resource_types_and_missing_clients_are_refused(
+    aws_clients: ResourceClients, template: dict[str, object]
+) -> None:
+    # Given a function's logical id / When it is created / Then StoreError names it
+    with pytest.raises(StoreError, match="GatewayFunction"):
+        create_resources(aws_clients, {"GatewayFunction": "fn"}, template=template)
+    # Given no SQS client / When a queue is created / Then StoreError says which client is missing
+    with pytest.raises(StoreError, match="sqs client"):
+        create_resources(ResourceClients(), {"RequestDlq": unique("dlq")}, template=template)
