@@ -14,6 +14,7 @@ import secrets
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -197,6 +198,17 @@ class LocalStack:
 
         self._stack.callback(stop_all)
 
+    def token_savings_line(self) -> str:
+        """Token savings once the metadata batcher stored every discovered server (bounded wait)."""
+        metadata = DynamoMetadataStore(self.settings.metadata_table, client=self.dynamodb())
+        discovered = sum(1 for report in self.reports if report.catalog is not None)
+        deadline = time.monotonic() + self._start_timeout
+        while len(metadata.team_totals(self.team)) < discovered:
+            if time.monotonic() >= deadline:
+                return "Token savings: metadata not stored yet; run `satellite tokens` in a moment."
+            threading.Event().wait(0.2)
+        return format_token_savings(metadata.token_savings(self.team))
+
     def _launch(self, server: LocalServer, spec: LaunchSpec) -> None:
         url = server.installation.url or ""
         host_port = url.split("//", 1)[1].split("/", 1)[0]
@@ -237,6 +249,7 @@ def run_dev(config: Path, host: str, port: int) -> int:
         print(f"Emulator:          {stack.endpoint_url} (team {stack.team!r})")
         for line in summary_lines(stack):
             print(line)
+        print(stack.token_savings_line())
         gateway = stack.build_gateway()
         server = uvicorn.Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="off"))
         server.run()
