@@ -23,6 +23,17 @@ SATELLITE_EVENT_BUS_NAME                      -        EventBridge bus receiving
 SATELLITE_METADATA_TABLE                      -        DynamoDB table of per-tool metadata (token counts)
 SATELLITE_REDISCOVERY_TTL_SECONDS             3600     a remote server's cache older than this is rediscovered
 SATELLITE_STATUS_ROUTE                        off      ``on`` serves the debug route ``GET /api/status``
+SATELLITE_WORKER_QUEUE_URL                    -        SQS queue of requests to the stdio workers
+SATELLITE_CLAIMS_TABLE                        -        DynamoDB table of request-id claims (at-most-once execution)
+SATELLITE_STDIO_DEADLINE_SECONDS              25       stdio call deadline through the queues (below API Gateway's 30)
+SATELLITE_REPLY_QUEUE_PREFIX                  satellite-reply-  name prefix of the gateway's reply queues
+SATELLITE_REPLY_QUEUE_STALE_SECONDS           3600     a reply queue unused this long is swept
+SATELLITE_IDLE_TIMEOUT_SECONDS                180      a stdio server idle this long is stopped (tools stay cached)
+SATELLITE_MAX_PROCESSES                       32       stdio servers one worker runs at once (LRU idle ones stop first)
+SATELLITE_WORKER_CONCURRENCY                  64       requests one worker executes at once
+SATELLITE_WORKER_STOP_GRACE_SECONDS           20       on SIGTERM, how long in-flight calls may take to finish
+SATELLITE_WORKER_ROOT                         /tmp/satellite-worker  per-installation working and temp folders
+SATELLITE_CLAIM_TTL_SECONDS                   86400    how long a request-id claim (and its recorded outcome) is kept
 SATELLITE_LOCAL_SCHEDULE_SECONDS              900      local stack: how often the rediscovery schedule fires
 SATELLITE_LOCAL_START_TIMEOUT_SECONDS         30       local stack: how long to wait for the emulator and servers
 ============================================  =======  ==============================================
@@ -82,6 +93,17 @@ class Settings:
     metadata_table: str = ""
     rediscovery_ttl_seconds: float = 3600.0
     status_route: bool = False
+    worker_queue_url: str = ""
+    claims_table: str = ""
+    stdio_deadline_seconds: float = 25.0
+    reply_queue_prefix: str = "satellite-reply-"
+    reply_queue_stale_seconds: float = 3600.0
+    idle_timeout_seconds: float = 180.0
+    max_processes: int = 32
+    worker_concurrency: int = 64
+    worker_stop_grace_seconds: float = 20.0
+    worker_root: str = "/tmp/satellite-worker"
+    claim_ttl_seconds: int = 86400
     local_schedule_seconds: float = 900.0
     local_start_timeout_seconds: float = 30.0
     environment: Mapping[str, str] = field(default_factory=dict)
@@ -123,6 +145,17 @@ class Settings:
             metadata_table=env.get("SATELLITE_METADATA_TABLE", ""),
             rediscovery_ttl_seconds=_float(env, "SATELLITE_REDISCOVERY_TTL_SECONDS", 3600.0),
             status_route=env.get("SATELLITE_STATUS_ROUTE", "off").lower() in ("on", "true", "1"),
+            worker_queue_url=env.get("SATELLITE_WORKER_QUEUE_URL", ""),
+            claims_table=env.get("SATELLITE_CLAIMS_TABLE", ""),
+            stdio_deadline_seconds=_float(env, "SATELLITE_STDIO_DEADLINE_SECONDS", 25.0),
+            reply_queue_prefix=env.get("SATELLITE_REPLY_QUEUE_PREFIX", "satellite-reply-"),
+            reply_queue_stale_seconds=_float(env, "SATELLITE_REPLY_QUEUE_STALE_SECONDS", 3600.0),
+            idle_timeout_seconds=_float(env, "SATELLITE_IDLE_TIMEOUT_SECONDS", 180.0),
+            max_processes=_int(env, "SATELLITE_MAX_PROCESSES", 32),
+            worker_concurrency=_int(env, "SATELLITE_WORKER_CONCURRENCY", 64),
+            worker_stop_grace_seconds=_float(env, "SATELLITE_WORKER_STOP_GRACE_SECONDS", 20.0),
+            worker_root=env.get("SATELLITE_WORKER_ROOT", "/tmp/satellite-worker"),
+            claim_ttl_seconds=_int(env, "SATELLITE_CLAIM_TTL_SECONDS", 86400),
             local_schedule_seconds=_float(env, "SATELLITE_LOCAL_SCHEDULE_SECONDS", 900.0),
             local_start_timeout_seconds=_float(env, "SATELLITE_LOCAL_START_TIMEOUT_SECONDS", 30.0),
             environment=env,
