@@ -7,7 +7,6 @@ SDK, which answers with a JSON-RPC internal error.
 
 from __future__ import annotations
 
-import json
 import logging
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
 from satellite.errors import AuthenticationError, NotFound, SatelliteError, UpstreamError
+from satellite.jsonutil import compact_json
 from satellite.router import MAX_DISCOVER_LIMIT
 
 if TYPE_CHECKING:
@@ -168,7 +168,7 @@ def _identity() -> Identity:
 
 
 def _json_result(payload: dict[str, Any]) -> types.CallToolResult:
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
+    text = compact_json(payload)
     return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
 
 

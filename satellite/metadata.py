@@ -45,6 +45,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, Protocol
 
 from satellite.errors import InvalidInstallation
+from satellite.jsonutil import compact_json
 from satellite.tokens import count_tokens, tool_tokens
 
 if TYPE_CHECKING:
@@ -204,7 +205,7 @@ def build_events(
         "listed_tokens_o200k": _listed_tokens(listed, SECOND_ENCODING),
         "encoding": ENCODING,
     }
-    digest = hashlib.sha256(_dumps({"header": header, "tools": tools}).encode("utf-8")).hexdigest()
+    digest = hashlib.sha256(compact_json({"header": header, "tools": tools}).encode("utf-8")).hexdigest()
     header["generation"] = digest[:32]
     slices = _slices(header, tools, part_bytes)
     return [{**header, "part": index, "parts": len(slices), "tools": chunk} for index, chunk in enumerate(slices)]
@@ -212,7 +213,7 @@ def build_events(
 
 def encode_detail(detail: Mapping[str, Any]) -> str:
     """The ``Detail`` string of a PutEvents entry: compact JSON."""
-    return _dumps(detail)
+    return compact_json(detail)
 
 
 def entry_size(detail: Mapping[str, Any]) -> int:
@@ -345,7 +346,7 @@ def meta_tools_tokens(encoding_name: str = ENCODING) -> int:
     from satellite.mcp_server import META_TOOLS
 
     listed = types.ListToolsResult(tools=list(META_TOOLS)).model_dump(by_alias=True, mode="json", exclude_none=True)
-    return count_tokens(_dumps(listed), encoding_name)
+    return count_tokens(compact_json(listed), encoding_name)
 
 
 def token_savings(team_id: str, installations: Sequence[InstallationTotals]) -> dict[str, Any]:
@@ -387,7 +388,7 @@ def _direct_tokens(listed: Sequence[int], encoding_name: str) -> int:
 
 
 def _listed_tokens(listed: Sequence[Mapping[str, Any]], encoding_name: str) -> int:
-    return count_tokens(",".join(_dumps(entry) for entry in listed), encoding_name) if listed else 0
+    return count_tokens(",".join(compact_json(entry) for entry in listed), encoding_name) if listed else 0
 
 
 def _tool_entry(tool: CachedTool, part_bytes: int) -> dict[str, Any]:
@@ -398,7 +399,7 @@ def _tool_entry(tool: CachedTool, part_bytes: int) -> dict[str, Any]:
         "token_count": tool_tokens(tool.definition, ENCODING),
     }
     # Half the budget: the header and the JSON framing must fit beside the tool in its own part.
-    if len(_dumps(entry).encode("utf-8")) > part_bytes // 2:
+    if len(compact_json(entry).encode("utf-8")) > part_bytes // 2:
         logger.warning(
             "tool too large for an event; its description and schema are left out of the metadata",
             extra={"operation": "build_events", "tool": tool.name},
@@ -414,7 +415,7 @@ def _slices(header: Mapping[str, Any], tools: Sequence[Mapping[str, Any]], part_
     slices: list[list[Any]] = [[]]
     used = framing
     for tool in tools:
-        size = len(_dumps(tool).encode("utf-8")) + 1  # the comma before it
+        size = len(compact_json(tool).encode("utf-8")) + 1  # the comma before it
         if slices[-1] and used + size > part_bytes:
             slices.append([])
             used = framing
@@ -453,14 +454,3 @@ def _count(detail: Mapping[str, Any], name: str) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise InvalidMetadataEvent(name, "must be a non-negative integer")
     return value
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    # Definitions are read-only Mappings (e.g. MappingProxyType), which json does not serialise by itself.
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

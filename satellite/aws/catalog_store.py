@@ -40,6 +40,7 @@ from satellite.catalog import (
 )
 from satellite.errors import ConflictError, DuplicateSlug, InvalidInstallation, NotFound, StoreError
 from satellite.installation import Installation, Transport
+from satellite.jsonutil import compact_json
 
 if TYPE_CHECKING:
     from collections.abc import Collection, Iterator, Sequence
@@ -149,7 +150,7 @@ class DynamoCatalogStore:
             **_key(team_id, _installation_sk(installation_id)),
             "kind": {"S": _KIND_INSTALLATION},
             "installation_id": {"S": installation_id},
-            "config": {"S": _dumps(installation.to_dict())},
+            "config": {"S": compact_json(installation.to_dict())},
             "slug": {"S": installation.slug},
             "owner": {"S": _owner(installation)},
             "config_hash": {"S": installation.config_hash},
@@ -210,7 +211,7 @@ class DynamoCatalogStore:
                         "#written": "written_at",
                     },
                     "ExpressionAttributeValues": {
-                        ":config": {"S": _dumps(installation.to_dict())},
+                        ":config": {"S": compact_json(installation.to_dict())},
                         ":hash": {"S": installation.config_hash},
                         ":slug": {"S": installation.slug},
                         ":owner": {"S": new_owner},
@@ -873,17 +874,6 @@ def _decode_catalog(data: bytes, installation_id: str) -> Mapping[str, Any]:
     if not isinstance(payload, Mapping):
         raise StoreError(f"the stored catalog of installation {installation_id!r} is not a JSON object")
     return payload
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
-
-
-def _json_default(value: Any) -> Any:
-    # Definitions are read-only Mappings (e.g. MappingProxyType), which json does not serialise by itself.
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def _now() -> datetime:

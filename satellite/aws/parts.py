@@ -19,7 +19,6 @@ import gzip
 import json
 import logging
 import zlib
-from collections.abc import Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -28,9 +27,10 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from satellite.errors import ConflictError, StoreError
+from satellite.jsonutil import compact_json
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_dynamodb.type_defs import AttributeValueTypeDef
@@ -79,7 +79,7 @@ def split(data: bytes, size: int) -> list[bytes]:
 
 def encode_json(payload: Any) -> bytes:
     """Compact JSON, gzipped; ``mtime=0`` keeps the bytes a pure function of the payload."""
-    text = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+    text = compact_json(payload)
     return gzip.compress(text.encode("utf-8"), mtime=0)
 
 
@@ -250,10 +250,3 @@ def aws_errors(operation: str) -> Iterator[None]:
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
-
-
-def _json_default(value: Any) -> Any:
-    # Definitions are read-only Mappings (e.g. MappingProxyType), which json does not serialise by itself.
-    if isinstance(value, Mapping):
-        return dict(value)
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")

@@ -30,6 +30,7 @@ from satellite.discovery_jobs import DiscoveryReason, DiscoveryRequest
 from satellite.discovery_service import DiscoveryService
 from satellite.errors import StoreError, Unavailable
 from satellite.installation import Installation, Transport
+from satellite.local.pollers import scheduled_event
 from satellite.local.processes import free_port
 from satellite.router import Router
 from satellite.upstream import RemoteUpstream
@@ -176,7 +177,7 @@ class Stack:
         return response
 
     def schedule(self) -> dict[str, Any]:
-        return self.consumer.handle(scheduled_event(), None)
+        return self.consumer.handle(scheduled_event("rediscovery"), None)
 
     def entry(self, slug: str) -> Any:
         return self.store.load_catalog(self.team).by_slug(slug)
@@ -199,20 +200,6 @@ def sqs_event(messages: list[dict[str, Any]], queue_url: str) -> dict[str, Any]:
             }
             for m in messages
         ]
-    }
-
-
-def scheduled_event() -> dict[str, Any]:
-    return {
-        "version": "0",
-        "id": uuid.uuid4().hex,
-        "detail-type": "Scheduled Event",
-        "source": "aws.events",
-        "account": "123456789012",
-        "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "region": REGION,
-        "resources": [f"arn:aws:events:{REGION}:123456789012:rule/rediscovery"],
-        "detail": {},
     }
 
 
