@@ -4,7 +4,9 @@ An SQS batch is parsed record by record, all valid requests run together (coales
 powertools' batch processor reports per record: a malformed message, or one whose outcome could not be stored,
 is a failed item, retried by SQS and dead-lettered after the queue's ``maxReceiveCount``; the other records
 succeed. A discovery that reached the upstream and failed is *not* a failed item: its failure is recorded in
-the installation's status, and the schedule retries it. An EventBridge ``Scheduled Event`` runs the schedule.
+the installation's status, and the schedule retries it. An EventBridge ``Scheduled Event`` runs the schedule,
+and with it the sweep of stale stdio reply queues (``satellite.aws.stdio_bridge.sweep_reply_queues``): both are
+housekeeping at the same rate, and one schedule means one rule and one function to grant.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from satellite.discovery_service import requested_at
 from satellite.errors import InvalidInstallation, StoreError
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
@@ -36,8 +38,11 @@ SCHEDULED_EVENT = "Scheduled Event"
 class DiscoveryConsumer:
     """Maps Lambda events to :class:`~satellite.discovery_service.DiscoveryService` calls and back."""
 
-    def __init__(self, service: DiscoveryService) -> None:
+    def __init__(
+        self, service: DiscoveryService, *, sweep_reply_queues: Callable[[], Sequence[str]] | None = None
+    ) -> None:
         self._service = service
+        self._sweep_reply_queues = sweep_reply_queues
 
     def handle(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         """Handle one invocation: a scheduled event or an SQS batch (answered with ``batchItemFailures``).
@@ -47,7 +52,10 @@ class DiscoveryConsumer:
         """
         if event.get("detail-type") == SCHEDULED_EVENT:
             requests = anyio.run(self._service.rediscover_due)
-            return {"due": len(requests), "installations": [r.coalescing_key for r in requests]}
+            response: dict[str, Any] = {"due": len(requests), "installations": [r.coalescing_key for r in requests]}
+            if self._sweep_reply_queues is not None:
+                response["reply_queues_swept"] = len(self._sweep_reply_queues())
+            return response
         return self._handle_batch(dict(event), context)
 
     def _handle_batch(self, event: dict[str, Any], context: Any) -> dict[str, Any]:

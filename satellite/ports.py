@@ -12,8 +12,17 @@ if TYPE_CHECKING:
     from satellite.catalog import DiscoveredCatalog, InstallationStatus, Status, TeamCatalog
     from satellite.discovery_jobs import DiscoveryRequest
     from satellite.installation import Installation
+    from satellite.stdio.messages import Request
 
-__all__ = ["CatalogStore", "DiscoveryQueue", "EventPublisher", "MetadataStore", "Upstream"]
+__all__ = [
+    "CatalogStore",
+    "DiscoveryQueue",
+    "EventPublisher",
+    "MetadataStore",
+    "RequestClaims",
+    "Upstream",
+    "WorkerControl",
+]
 
 
 class CatalogStore(Protocol):
@@ -162,4 +171,32 @@ class MetadataStore(Protocol):
 
     def token_savings(self, team_id: str) -> dict[str, Any]:
         """Tokens with every tool exposed directly, with the four meta-tools, and the reduction."""
+        ...
+
+
+class RequestClaims(Protocol):
+    """At-most-once bookkeeping of request ids (``DynamoClaimsStore``)."""
+
+    def claim(self, request_id: str, ttl_seconds: int) -> bool:
+        """Claim ``request_id``; ``True`` if this call claimed it."""
+        ...
+
+    def record_outcome(self, request_id: str, reply_json: str) -> None:
+        """Record the reply of a claimed request."""
+        ...
+
+    def outcome(self, request_id: str) -> str | None:
+        """The recorded reply of ``request_id``, if any."""
+        ...
+
+
+class WorkerControl(Protocol):
+    """Where fire-and-forget requests to the stdio workers go (``SqsStdioBridge``)."""
+
+    def send_control(self, request: Request) -> None:
+        """Send a ``discover`` or ``stop`` request; nobody waits for a reply.
+
+        Raises:
+            StoreError: the queue refused the message.
+        """
         ...

@@ -7,6 +7,7 @@ from typing import Any
 from satellite.aws.catalog_store import DynamoCatalogStore
 from satellite.aws.discovery_queue import SqsDiscoveryQueue
 from satellite.aws.events import EventBridgePublisher
+from satellite.aws.stdio_bridge import ReplyQueueSweeper
 from satellite.config import Settings
 from satellite.discovery_consumer import DiscoveryConsumer
 from satellite.discovery_service import DiscoveryService
@@ -18,7 +19,8 @@ consumer = DiscoveryConsumer(
         settings,
         queue=SqsDiscoveryQueue(settings.discovery_queue_url) if settings.discovery_queue_url else None,
         events=EventBridgePublisher(settings.event_bus_name) if settings.event_bus_name else None,
-    )
+    ),
+    sweep_reply_queues=ReplyQueueSweeper(settings.reply_queue_prefix, settings.reply_queue_stale_seconds),
 )
 
 

@@ -19,12 +19,17 @@ Example::
 ``transport`` is ``streamable_http`` (default when ``url`` is given) or ``sse``; Claude Code's
 ``"type": "http" | "sse" | "stdio"`` is accepted as well. An entry with ``command`` is a stdio server.
 The key is the installation name; the slug is derived from it unless ``slug`` is given.
+
+Relative paths of stdio servers resolve against the config file's folder (a worker runs each server in a
+folder of its own, so they would mean nothing there): a ``command`` with a ``/`` in it, and every ``args``
+item and ``env`` value that starts with ``./`` or ``../``. ``start`` commands run in the config file's folder.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -65,11 +70,11 @@ def load_servers(path: Path, default_team: str = "dev") -> tuple[str, list[Local
         data = json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as exc:
         raise InvalidInstallation("config", f"cannot read {path}: {exc}") from exc
-    return parse_servers(data, default_team)
+    return parse_servers(data, default_team, base=path.resolve().parent)
 
 
-def parse_servers(data: Any, default_team: str = "dev") -> tuple[str, list[LocalServer]]:
-    """Parse config data (see the module docstring).
+def parse_servers(data: Any, default_team: str = "dev", *, base: Path | None = None) -> tuple[str, list[LocalServer]]:
+    """Parse config data (see the module docstring); relative stdio paths resolve against ``base`` when given.
 
     Raises:
         InvalidInstallation: an entry is invalid; the field is prefixed with the entry's name.
@@ -80,13 +85,13 @@ def parse_servers(data: Any, default_team: str = "dev") -> tuple[str, list[Local
     servers = []
     for name, entry in data["mcpServers"].items():
         try:
-            servers.append(_server(team, str(name), entry))
+            servers.append(_server(team, str(name), entry, base))
         except InvalidInstallation as exc:
             raise InvalidInstallation(f"mcpServers.{name}.{exc.field}", exc.message) from exc
     return team, servers
 
 
-def _server(team: str, name: str, entry: Any) -> LocalServer:
+def _server(team: str, name: str, entry: Any, base: Path | None) -> LocalServer:
     if not isinstance(entry, dict):
         raise InvalidInstallation("entry", "must be an object with 'url' or 'command'")
     kind = entry.get("transport") or entry.get("type")
@@ -98,6 +103,14 @@ def _server(team: str, name: str, entry: Any) -> LocalServer:
         choices = ", ".join(t.value for t in Transport)
         raise InvalidInstallation("transport", f"{kind!r} is not one of {choices}") from exc
     slug = str(entry["slug"]) if "slug" in entry else derive_slug(name)
+    command = entry.get("command") if transport is Transport.STDIO else None
+    args = tuple(str(a) for a in entry.get("args") or ())
+    env = {str(k): str(v) for k, v in (entry.get("env") or {}).items()}
+    if transport is Transport.STDIO and base is not None:
+        if isinstance(command, str) and "/" in command and not os.path.isabs(command):
+            command = os.path.normpath(base / command)
+        args = tuple(_resolved(a, base) for a in args)
+        env = {k: _resolved(v, base) for k, v in env.items()}
     installation = Installation(
         installation_id=hashlib.sha256(f"{team}/{name}".encode()).hexdigest()[:16],
         team_id=team,
@@ -106,9 +119,9 @@ def _server(team: str, name: str, entry: Any) -> LocalServer:
         name=name,
         transport=transport,
         url=entry.get("url"),
-        command=entry.get("command") if transport is Transport.STDIO else None,
-        args=tuple(str(a) for a in entry.get("args") or ()),
-        env={str(k): str(v) for k, v in (entry.get("env") or {}).items()},
+        command=command,
+        args=args,
+        env=env,
         headers={str(k): str(v) for k, v in (entry.get("headers") or {}).items()},
         enabled=bool(entry.get("enabled", True)),
         timeout_seconds=entry.get("timeout_seconds"),
@@ -124,3 +137,9 @@ def _server(team: str, name: str, entry: Any) -> LocalServer:
             env={str(k): str(v) for k, v in (start.get("env") or {}).items()},
         )
     return LocalServer(installation, launch)
+
+
+def _resolved(value: str, base: Path) -> str:
+    if value.startswith(("./", "../")):
+        return os.path.normpath(base / value)
+    return value

@@ -1,8 +1,11 @@
-"""Discovery of remote upstream servers: page through the lists, sanitise, report.
+"""Discovery of upstream servers: page through the lists, sanitise, report.
 
 List pages are fetched raw (see :mod:`satellite.upstream.connection` for why and how) and validated
 per item by :mod:`satellite.upstream.sanitise`, so one malformed tool never costs a server its
 other tools. Discovery stores nothing: it returns a :class:`DiscoveryReport`.
+
+:func:`discover` opens a session to a remote server; :func:`discover_catalog` runs the same listing
+over a session that is already open (the stdio workers discover right after spawning a server).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ if TYPE_CHECKING:
     from satellite.installation import Installation
     from satellite.upstream.connection import UpstreamSession
 
-__all__ = ["DiscoveryReport", "discover", "discover_many"]
+__all__ = ["DiscoveryReport", "discover", "discover_catalog", "discover_many"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +94,7 @@ async def discover(
             async with open_session(
                 installation, environment, timeout=timeout, connect_timeout=connect_timeout
             ) as upstream:
-                catalog = await _discover_catalog(upstream, limits, started_at)
+                catalog = await discover_catalog(upstream, limits, started_at)
     except (UpstreamError, TimeoutError) as exc:
         failure = exc if isinstance(exc, UpstreamError) else classify_failure(exc, installation, "discovery")
         logger.warning(
@@ -172,9 +175,14 @@ async def discover_many(
     return [report for report in reports if report is not None]
 
 
-async def _discover_catalog(
+async def discover_catalog(
     upstream: UpstreamSession, limits: DiscoveryLimits, started_at: datetime
 ) -> DiscoveredCatalog:
+    """List, sanitise and bound the tools, resources and templates of an open session, as of ``started_at``.
+
+    Raises:
+        UpstreamError: a list request failed or ``tools/list`` answered without a ``tools`` list.
+    """
     installation = upstream.installation
     warnings: list[str] = []
     raw_tools = await _list_all(upstream, _TOOLS, limits, warnings, optional=False)
@@ -203,7 +211,8 @@ async def _list_all(
     """Every item of one list, following ``nextCursor`` up to ``limits.max_pages`` pages."""
     if getattr(upstream.capabilities, listing.capability) is None:
         return []
-    where = f"{upstream.installation.slug}: upstream {upstream.installation.url}"
+    installation = upstream.installation
+    where = f"{installation.slug}: upstream {installation.url or installation.command}"
     items: list[object] = []
     cursor: str | None = None
     seen_cursors: set[str] = set()

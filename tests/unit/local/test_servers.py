@@ -62,3 +62,41 @@ def test_invalid_entries_name_the_entry_and_field(data: object, field: str) -> N
     with pytest.raises(InvalidInstallation) as info:
         parse_servers(data)
     assert info.value.field == field
+
+
+def test_relative_stdio_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
+    # Given a stdio entry with a relative command, relative and plain args, and a relative env value
+    data = {
+        "mcpServers": {
+            "git": {
+                "command": "../tools/bin/mcp-server-git",
+                "args": ["--repository", "./state/repo", "plain", "/abs/path"],
+                "env": {"MEMORY_FILE_PATH": "./state/memory.jsonl", "TZ": "UTC"},
+            },
+            "npx": {"command": "npx", "args": ["-y", "@modelcontextprotocol/server-memory"]},
+        }
+    }
+    base = tmp_path / "config"
+
+    # When parsed with the config file's folder as the base
+    git, npx = (s.installation for s in parse_servers(data, base=base)[1])
+
+    # Then relative paths become absolute, and bare command names, flags and absolute paths stay as they are
+    assert git.command == str(tmp_path / "tools" / "bin" / "mcp-server-git")
+    assert git.args == ("--repository", str(base / "state" / "repo"), "plain", "/abs/path")
+    assert git.env == {"MEMORY_FILE_PATH": str(base / "state" / "memory.jsonl"), "TZ": "UTC"}
+    assert (npx.command, npx.args) == ("npx", ("-y", "@modelcontextprotocol/server-memory"))
+
+
+def test_the_example_config_runs_its_stdio_servers_from_absolute_paths() -> None:
+    # Given the example config of make dev
+    _, servers = load_servers(EXAMPLE)
+    stdio = {s.installation.slug: s.installation for s in servers if s.installation.transport is Transport.STDIO}
+
+    # Then it has the five stdio servers, each naming files by absolute paths inside the repository
+    assert set(stdio) == {"everything-stdio", "time", "git", "filesystem", "memory"}
+    root = EXAMPLE.parents[2]
+    assert stdio["time"].command == str(root / ".tools" / "mcp-servers" / "bin" / "mcp-server-time")
+    assert stdio["git"].args == ("--repository", str(root / "infra" / "local" / ".state" / "scratch-repo"))
+    assert stdio["memory"].env["MEMORY_FILE_PATH"] == str(root / "infra" / "local" / ".state" / "memory.jsonl")
+    assert all(a.startswith("/") for a in stdio["filesystem"].args)
