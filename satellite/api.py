@@ -169,7 +169,7 @@ async def tokens(who: Caller, service: Service) -> dict[str, Any]:
 
 @status_router.get("/status")
 async def debug_status(who: Caller, service: Service) -> dict[str, Any]:
-    """Debug view: tools by transport and by server, discovery statistics, server status."""
+    """Debug view: tools by transport and by server, discovery statistics, server and stdio process status."""
     team = await anyio.to_thread.run_sync(service.catalog, who)
     by_transport: dict[str, list[str]] = {}
     for entry in team.installations:
@@ -184,6 +184,13 @@ async def debug_status(who: Caller, service: Service) -> dict[str, Any]:
         "discovery": {
             state: sum(1 for e in team.installations if str(e.status.discovery) == state)
             for state in ("never", "discovering", "success", "failed", "timeout")
+        },
+        # As the workers record it: online is running, dormant stopped after idling (tools stay cached),
+        # error crashed past the restart limit or could not start.
+        "stdio_processes": {
+            entry.slug: {"status": str(entry.status.status), "since": entry.status.changed_at.isoformat()}
+            for entry in team.installations
+            if entry.installation.transport is Transport.STDIO
         },
     }
 

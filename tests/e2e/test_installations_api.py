@@ -95,3 +95,12 @@ def test_the_openapi_schema_is_published_and_valid(api: httpx.Client) -> None:
     schema = api.get("/openapi.json").json()
     validate(schema)
     assert "/api/installations" in schema["paths"]
+
+
+def test_the_debug_status_groups_tools_and_reports_discovery_and_stdio_processes(api: httpx.Client) -> None:
+    status = api.get("/api/status").json()
+    assert "everything:echo" in status["tools_by_transport"]["streamable_http"]
+    assert "everything-sse:echo" in status["tools_by_transport"]["sse"]
+    assert status["servers"]["everything"]["status"]["status"] == "online"
+    assert status["discovery"]["success"] >= 3 and status["discovery"]["failed"] + status["discovery"]["timeout"] >= 2
+    assert status["stdio_processes"]["later"]["status"] == "never"
