@@ -178,10 +178,10 @@ def _claim(store: CatalogStore, job: DiscoveryJob, claimed_at: datetime, lease: 
             not_discovered_since=job.not_discovered_since,
         )
     except (ConflictError, NotFound) as exc:
-        logger.info("discovery skipped", extra={**_fields(installation, "claim_discovery"), "reason": str(exc)})
+        logger.info("discovery skipped", extra={**installation.log_fields("claim_discovery"), "reason": str(exc)})
         return DiscoveryOutcome(installation, OutcomeKind.SKIPPED, str(exc))
     except StoreError as exc:
-        logger.warning("discovery not claimed", extra={**_fields(installation, "claim_discovery"), "error": str(exc)})
+        logger.warning("discovery not claimed", extra={**installation.log_fields("claim_discovery"), "error": str(exc)})
         return DiscoveryOutcome(installation, OutcomeKind.RETRY, str(exc))
     return None
 
@@ -197,7 +197,9 @@ def _record(
     try:
         if report.catalog is not None:
             store.replace_catalog(installation.team_id, installation.installation_id, report.catalog)
-            logger.info("discovered", extra={**_fields(installation, "discover"), **_difference(entry, report.catalog)})
+            logger.info(
+                "discovered", extra={**installation.log_fields("discover"), **_difference(entry, report.catalog)}
+            )
             _publish(events, installation, report.catalog)
             return DiscoveryOutcome(installation, OutcomeKind.STORED, "discovered and stored", report)
         message = report.failure_message or "discovery failed without a message"
@@ -211,7 +213,7 @@ def _record(
         logger.warning(
             "discovery failed",
             extra={
-                **_fields(installation, "discover"),
+                **installation.log_fields("discover"),
                 "failure_kind": classification.kind.value,
                 "error_class": classification.error_class.value,
                 "error": message,
@@ -220,10 +222,10 @@ def _record(
         return DiscoveryOutcome(installation, OutcomeKind.FAILED, message, report)
     except (ConflictError, NotFound) as exc:
         # A newer configuration, a newer discovery or a removal won: this outcome no longer matters.
-        logger.info("discovery outcome superseded", extra={**_fields(installation, "discover"), "reason": str(exc)})
+        logger.info("discovery outcome superseded", extra={**installation.log_fields("discover"), "reason": str(exc)})
         return DiscoveryOutcome(installation, OutcomeKind.SKIPPED, str(exc), report)
     except StoreError as exc:
-        logger.warning("discovery outcome not stored", extra={**_fields(installation, "discover"), "error": str(exc)})
+        logger.warning("discovery outcome not stored", extra={**installation.log_fields("discover"), "error": str(exc)})
         return DiscoveryOutcome(installation, OutcomeKind.RETRY, str(exc), report)
 
 
@@ -235,7 +237,7 @@ def _publish(events: EventPublisher | None, installation: Installation, discover
     except StoreError as exc:
         # The catalog is stored; metadata is eventually consistent and the next rediscovery publishes again.
         logger.warning(
-            "tools discovered event not published", extra={**_fields(installation, "publish"), "error": str(exc)}
+            "tools discovered event not published", extra={**installation.log_fields("publish"), "error": str(exc)}
         )
 
 
@@ -247,13 +249,4 @@ def _difference(entry: InstallationCatalog, discovered: DiscoveredCatalog) -> di
         "added": len(after.keys() - before.keys()),
         "removed": len(before.keys() - after.keys()),
         "changed": sum(1 for name in after.keys() & before.keys() if after[name] != before[name]),
-    }
-
-
-def _fields(installation: Installation, operation: str) -> dict[str, str]:
-    return {
-        "operation": operation,
-        "team_id": installation.team_id,
-        "installation_id": installation.installation_id,
-        "slug": installation.slug,
     }

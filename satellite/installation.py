@@ -148,6 +148,15 @@ class Installation:
         """The headers with placeholders resolved from ``environment``, for one connection."""
         return resolve_placeholders(self.headers, environment, "headers")
 
+    def log_fields(self, operation: str) -> dict[str, str]:
+        """Structured log fields naming this installation, for ``logger.*(..., extra=...)``."""
+        return {
+            "operation": operation,
+            "team_id": self.team_id,
+            "installation_id": self.installation_id,
+            "slug": self.slug,
+        }
+
     def to_dict(self) -> dict[str, Any]:
         """The installation as plain JSON-compatible data (placeholders unresolved)."""
         return {

@@ -83,15 +83,26 @@ WORKER_STOP_GRACE_SECONDS = 3
 
 
 class LocalStack:
-    """Emulator, tables, upstream processes and a discovered catalog; a context manager."""
+    """Emulator, tables, upstream processes and a discovered catalog; a context manager.
+
+    ``worker`` also runs a stdio worker; ``background`` (on by default) runs the discovery and metadata
+    consumers and the schedule, which benchmarks of the request path turn off to measure the gateway alone.
+    """
 
     def __init__(
-        self, config: Path, *, token: str, environ: dict[str, str] | None = None, worker: bool = False
+        self,
+        config: Path,
+        *,
+        token: str,
+        environ: dict[str, str] | None = None,
+        worker: bool = False,
+        background: bool = True,
     ) -> None:
         self.config = config.resolve()
         self.token = token
         self.team, self.servers = load_servers(self.config)
         self.worker = worker
+        self.background = background
         self.stdio: list[InstallationCatalog] = []
         self._worker_process: subprocess.Popen[bytes] | None = None
         self._environ = dict(os.environ if environ is None else environ)
@@ -178,7 +189,8 @@ class LocalStack:
             store.add_installation(server.installation)
         remote = [s.installation for s in self.servers if s.installation.transport.is_remote]
         self.reports = anyio.run(partial(discover_and_store, events=events), store, remote, settings, _now)
-        self._run_background(store, events, settings)
+        if self.background:
+            self._run_background(store, events, settings)
         if self.worker:
             self._start_worker(settings)
             self.stdio = self._discover_stdio(store, settings)

@@ -392,7 +392,7 @@ class StdioProcessManager:
         """The installation's running server with one call counted in flight (see :meth:`_release`)."""
         server = await self._server_for(entry)
         if recovery and server.state is ServerState.ERROR:
-            logger.info("recovery check", extra=_fields(server.installation, "recover"))
+            logger.info("recovery check", extra=server.installation.log_fields("recover"))
             server.restarts.clear()
             server.failure = None
             server.set_state(ServerState.STOPPED)
@@ -435,7 +435,7 @@ class StdioProcessManager:
             return server
         if server is not None:
             # The configuration changed: the old process goes, restart counters and errors are forgotten.
-            logger.info("configuration changed; restarting", extra=_fields(installation, "reconfigure"))
+            logger.info("configuration changed; restarting", extra=installation.log_fields("reconfigure"))
             if server.active:
                 server.request_stop("configuration changed")
                 await server.done.wait()
@@ -471,7 +471,7 @@ class StdioProcessManager:
                 "all of them are busy; try again shortly"
             )
         victim = min(idle, key=lambda other: other.last_used)
-        logger.info("stopping the least recently used idle server", extra=_fields(victim.installation, "evict"))
+        logger.info("stopping the least recently used idle server", extra=victim.installation.log_fields("evict"))
         victim.request_stop("evicted")
         await victim.done.wait()
 
@@ -494,7 +494,11 @@ class StdioProcessManager:
                 server.restarts.append(anyio.current_time())
                 logger.warning(
                     "stdio server crashed; restarting",
-                    extra={**_fields(server.installation, "restart"), "delay_seconds": delay, "error": server.failure},
+                    extra={
+                        **server.installation.log_fields("restart"),
+                        "delay_seconds": delay,
+                        "error": server.failure,
+                    },
                 )
                 server.wake = anyio.Event()
                 server.set_state(ServerState.BACKOFF)
@@ -504,7 +508,7 @@ class StdioProcessManager:
                     return
                 server.set_state(ServerState.STARTING)
         except Exception:  # top level of a detached task: nothing above it would see the error
-            logger.exception("stdio supervisor failed", extra=_fields(server.installation, "supervise"))
+            logger.exception("stdio supervisor failed", extra=server.installation.log_fields("supervise"))
             server.failure = f"{server.installation.slug}: the worker failed to run the stdio server (see worker logs)"
         finally:
             server.session = None
@@ -554,7 +558,7 @@ class StdioProcessManager:
                     deadline.deadline = math.inf
                     server.session = upstream
                     server.set_state(ServerState.RUNNING)
-                    logger.info("stdio server running", extra={**_fields(installation, "spawn"), "pid": pid})
+                    logger.info("stdio server running", extra={**installation.log_fields("spawn"), "pid": pid})
                     crashed = await self._hold(server, run)
                     server.session = None
                     if not crashed:
@@ -597,7 +601,7 @@ class StdioProcessManager:
                 return True
             idle_for = anyio.current_time() - server.last_used
             if server.in_flight == 0 and idle_for >= idle_timeout:
-                logger.info("stopping idle stdio server", extra=_fields(server.installation, "idle"))
+                logger.info("stopping idle stdio server", extra=server.installation.log_fields("idle"))
                 server.stop_reason = "idle"
                 return False
             wait = idle_timeout - idle_for if server.in_flight == 0 else idle_timeout
@@ -650,7 +654,7 @@ class StdioProcessManager:
         logger.info(
             "stdio server discovered",
             extra={
-                **_fields(installation, "discover"),
+                **installation.log_fields("discover"),
                 "tools": len(catalog.tools),
                 "resources": len(catalog.resources),
                 "templates": len(catalog.templates),
@@ -679,7 +683,7 @@ class StdioProcessManager:
             message = str(exc)
         classification = classify(kind.value if kind is not None else "invalid_configuration", message, command=command)
         server.failure = f"{installation.slug}: {message}; {classification.suggestion}"
-        logger.warning("stdio server cannot start", extra={**_fields(installation, "spawn"), "error": message})
+        logger.warning("stdio server cannot start", extra={**installation.log_fields("spawn"), "error": message})
         await self._set_status(server, classification.to_status(self._now(), message))
         server.set_state(ServerState.ERROR)
 
@@ -703,7 +707,7 @@ class StdioProcessManager:
             f"recovery check succeeds. Last failure: {server.failure}"
         )
         server.failure = message
-        logger.error("stdio server in a crash loop", extra={**_fields(installation, "restart"), "error": message})
+        logger.error("stdio server in a crash loop", extra={**installation.log_fields("restart"), "error": message})
         status = InstallationStatus(
             Status.ERROR,
             self._now(),
@@ -735,10 +739,12 @@ class StdioProcessManager:
         try:
             await anyio.to_thread.run_sync(partial(write, *args))
         except (ConflictError, NotFound) as exc:
-            logger.info("store write superseded", extra={**_fields(server.installation, operation), "reason": str(exc)})
+            logger.info(
+                "store write superseded", extra={**server.installation.log_fields(operation), "reason": str(exc)}
+            )
             return False
         except StoreError as exc:
-            logger.warning("store write failed", extra={**_fields(server.installation, operation), "error": str(exc)})
+            logger.warning("store write failed", extra={**server.installation.log_fields(operation), "error": str(exc)})
             return False
         return True
 
@@ -926,15 +932,6 @@ def _tail(path: Path) -> str:
     except OSError:
         return ""
     return " ".join(text.split())[-_STDERR_TAIL_CHARS:]
-
-
-def _fields(installation: Installation, operation: str) -> dict[str, str]:
-    return {
-        "operation": operation,
-        "team_id": installation.team_id,
-        "installation_id": installation.installation_id,
-        "slug": installation.slug,
-    }
 
 
 def _utc_now() -> datetime:

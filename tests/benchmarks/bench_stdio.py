@@ -24,60 +24,32 @@ from typing import TYPE_CHECKING
 
 import anyio
 import httpx
-import httpx2
 from mcp import Client, StdioServerParameters
-from mcp.client.streamable_http import streamable_http_client
 
 from satellite.aws.stdio_bridge import SqsStdioBridge
 from satellite.local.stack import LocalStack
+from tests.benchmarks.timing import execute_through_gateway, percentile, timed
 from tests.support.upstreams import EVERYTHING_ENTRY
 from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-
     from satellite.catalog import InstallationCatalog
 
 CALLS = 200
-WARMUP = 20
 SPAWNS = 3
 IDLE_SECONDS = 2
 THROUGHPUT_SECONDS = 3.0
 CALLERS = 16
 
 
-async def _timed(call: Callable[[], Awaitable[object]], calls: int = CALLS) -> list[float]:
-    for _ in range(WARMUP):
-        await call()
-    samples = []
-    for _ in range(calls):
-        started = time.perf_counter()
-        await call()
-        samples.append((time.perf_counter() - started) * 1000)
-    return samples
-
-
-def _p(samples: list[float], q: int) -> float:
-    return statistics.quantiles(samples, n=100)[q - 1]
-
-
 async def _direct() -> list[float]:
     server = StdioServerParameters(command="node", args=[str(EVERYTHING_ENTRY), "stdio"])
     async with Client(server, mode="legacy") as direct:
-        return await _timed(lambda: direct.call_tool("echo", {"message": "hi"}))
-
-
-async def _through_gateway(url: str, token: str) -> list[float]:
-    async with (
-        httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30) as http,
-        Client(streamable_http_client(url, http_client=http), mode="legacy") as gateway,  # type: ignore[arg-type]
-    ):
-        arguments = {"tool_path": "everything-stdio:echo", "arguments": {"message": "hi"}}
-        return await _timed(lambda: gateway.call_tool("execute_mcp_tool", arguments))
+        return await timed(lambda: direct.call_tool("echo", {"message": "hi"}), CALLS)
 
 
 async def _through_bridge(bridge: SqsStdioBridge, entry: InstallationCatalog) -> list[float]:
-    return await _timed(lambda: bridge.call_tool(entry.installation, "echo", {"message": "hi"}))
+    return await timed(lambda: bridge.call_tool(entry.installation, "echo", {"message": "hi"}), CALLS)
 
 
 async def _throughput(bridge: SqsStdioBridge, entry: InstallationCatalog) -> float:
@@ -149,17 +121,29 @@ def run() -> list[tuple[str, str, str]]:
                 api.headers["Authorization"] = f"Bearer {stack.token}"
                 # Latency first, while the idle timeout cannot stop the server between calls.
                 direct = anyio.run(_direct)
-                through = anyio.run(_through_gateway, url, stack.token)
+                through = anyio.run(execute_through_gateway, url, stack.token, "everything-stdio:echo", CALLS)
                 queues = anyio.run(_through_bridge, bridge, entry)
                 rate = anyio.run(_throughput, bridge, entry)
                 spawns = _first_spawns(api)
                 respawns, warm = _respawns(api, stack, bridge)
-    added = _p(through, 50) - _p(direct, 50)
+    added = percentile(through, 50) - percentile(direct, 50)
     return [
-        ("stdio direct client call p50 / p95", f"{_p(direct, 50):.2f} / {_p(direct, 95):.2f} ms", "-"),
-        ("stdio call through gateway p50 / p95", f"{_p(through, 50):.2f} / {_p(through, 95):.2f} ms", "-"),
-        ("stdio added latency p50 / p95", f"{added:.2f} / {_p(through, 95) - _p(direct, 95):.2f} ms", "p50 <= 15 ms"),
-        ("stdio queue round trip (bridge) p50 / p95", f"{_p(queues, 50):.2f} / {_p(queues, 95):.2f} ms", "-"),
+        ("stdio direct client call p50 / p95", f"{percentile(direct, 50):.2f} / {percentile(direct, 95):.2f} ms", "-"),
+        (
+            "stdio call through gateway p50 / p95",
+            f"{percentile(through, 50):.2f} / {percentile(through, 95):.2f} ms",
+            "-",
+        ),
+        (
+            "stdio added latency p50 / p95",
+            f"{added:.2f} / {percentile(through, 95) - percentile(direct, 95):.2f} ms",
+            "p50 <= 15 ms",
+        ),
+        (
+            "stdio queue round trip (bridge) p50 / p95",
+            f"{percentile(queues, 50):.2f} / {percentile(queues, 95):.2f} ms",
+            "-",
+        ),
         ("stdio first spawn + discovery (median)", f"{statistics.median(spawns):.0f} ms", "-"),
         ("stdio respawn after idle, first call (median)", f"{statistics.median(respawns):.0f} ms", "-"),
         ("stdio warm call after respawn (median)", f"{statistics.median(warm):.1f} ms", "-"),
