@@ -305,7 +305,8 @@ class LocalStack:
     def token_savings_line(self) -> str:
         """Token savings once the metadata batcher stored every discovered server (bounded wait)."""
         metadata = DynamoMetadataStore(self.settings.metadata_table, client=self.dynamodb())
-        discovered = sum(1 for report in self.reports if report.catalog is not None)
+        catalog = DynamoCatalogStore(self.settings.catalog_table, client=self.dynamodb()).load_catalog(self.team)
+        discovered = sum(1 for entry in catalog.installations if entry.discovered_at is not None)
         deadline = time.monotonic() + self._start_timeout
         while len(metadata.team_totals(self.team)) < discovered:
             if time.monotonic() >= deadline:
