@@ -8,14 +8,16 @@ so nothing long-lived hangs off a lifespan. The router and its caches live as lo
 from __future__ import annotations
 
 import hmac
+from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.routing import Route
 
+from satellite import __version__
 from satellite.api import api_router, status_router
 from satellite.mcp_server import build_mcp_server, current_identity
 
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["create_app"]
 
-VERSION = "0.1.0"
+VERSION = __version__
+STATUS_PAGE = (resources.files("satellite") / "static" / "status.html").read_text(encoding="utf-8")
 UNAUTHORIZED = -32001
 
 
@@ -58,6 +61,11 @@ def create_app(router: Router, installations: InstallationService, settings: Set
             status_code=405,
             headers={"Allow": "POST"},
         )
+
+    @app.get("/", include_in_schema=False)
+    async def status_page() -> HTMLResponse:
+        # The page holds no data: its script asks for a token and reads /api with it.
+        return HTMLResponse(STATUS_PAGE)
 
     @app.get("/health")
     async def health() -> dict[str, str]:

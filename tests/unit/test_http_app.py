@@ -40,3 +40,10 @@ def test_the_debug_status_route_exists_only_when_turned_on() -> None:
     assert client(status_route=False).get("/api/status").status_code == 404
     on = client(status_route=True).get("/api/status")
     assert on.status_code == 200 and on.json()["team"] == "t1"
+
+
+def test_the_status_page_is_served_without_data_and_reads_the_api_with_a_token() -> None:
+    page = client(status_route=False).get("/", headers={"Authorization": ""})
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert 'fetch(path, {headers: {Authorization: "Bearer "' in page.text
+    assert "/api/installations" in page.text and "/api/tokens" in page.text
