@@ -1,7 +1,7 @@
 """AWS emulators for tests: moto in server mode and DynamoDB Local, each on a free loopback port.
 
-Both are context managers yielding the endpoint URL; build clients for it with :func:`dynamodb_client`
-(or set ``AWS_ENDPOINT_URL`` for code that builds its own clients).
+Both are context managers yielding the endpoint URL; build clients for it with :func:`dynamodb_client`,
+:func:`sqs_client` and :func:`events_client` (or set ``AWS_ENDPOINT_URL`` for code that builds its own clients).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import logging
 import subprocess
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
@@ -22,11 +22,15 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_events import EventBridgeClient
+    from mypy_boto3_sqs import SQSClient
 
 __all__ = [
     "DYNAMODB_LOCAL_ROOT",
     "REGION",
     "dynamodb_client",
+    "events_client",
+    "sqs_client",
     "start_dynamodb_local",
     "start_moto",
 ]
@@ -90,11 +94,25 @@ def start_dynamodb_local(timeout_seconds: float = 30.0) -> Iterator[str]:
 
 def dynamodb_client(endpoint: str) -> DynamoDBClient:
     """A low-level DynamoDB client for an emulator endpoint, with dummy credentials in us-east-1."""
-    return boto3.client(
-        "dynamodb",
-        endpoint_url=endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        config=Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=20),
-    )
+    return boto3.client("dynamodb", **_emulator(endpoint))
+
+
+def sqs_client(endpoint: str) -> SQSClient:
+    """An SQS client for an emulator endpoint, with dummy credentials in us-east-1."""
+    return boto3.client("sqs", **_emulator(endpoint))
+
+
+def events_client(endpoint: str) -> EventBridgeClient:
+    """An EventBridge client for an emulator endpoint, with dummy credentials in us-east-1."""
+    return boto3.client("events", **_emulator(endpoint))
+
+
+def _emulator(endpoint: str) -> dict[str, Any]:
+    # A pool big enough for the tests' concurrent callers (20-64 in flight).
+    return {
+        "endpoint_url": endpoint,
+        "region_name": REGION,
+        "aws_access_key_id": "testing",
+        "aws_secret_access_key": "testing",
+        "config": Config(retries={"mode": "standard", "max_attempts": 3}, max_pool_connections=64),
+    }

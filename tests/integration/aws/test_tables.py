@@ -7,7 +7,6 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 
 from satellite.aws.tables import (
@@ -20,7 +19,7 @@ from satellite.aws.tables import (
     load_template,
 )
 from satellite.errors import StoreError
-from tests.support.aws import REGION, start_moto
+from tests.support.aws import dynamodb_client, events_client, sqs_client, start_moto
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -185,11 +184,8 @@ def test_an_unresolvable_intrinsic_in_a_table_property_is_refused(
 def aws_clients() -> Iterator[ResourceClients]:
     """Clients for one moto server: DynamoDB Local has no queues or buses."""
     with start_moto() as endpoint:
-        credentials = {"region_name": REGION, "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
         yield ResourceClients(
-            dynamodb=boto3.client("dynamodb", endpoint_url=endpoint, **credentials),  # type: ignore[call-overload]
-            sqs=boto3.client("sqs", endpoint_url=endpoint, **credentials),  # type: ignore[call-overload]
-            events=boto3.client("events", endpoint_url=endpoint, **credentials),  # type: ignore[call-overload]
+            dynamodb=dynamodb_client(endpoint), sqs=sqs_client(endpoint), events=events_client(endpoint)
         )
 
 

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.to_thread
-import boto3
 import pytest
 
 from satellite.aws.catalog_store import DynamoCatalogStore
@@ -34,7 +33,7 @@ from satellite.local.pollers import scheduled_event
 from satellite.local.processes import free_port
 from satellite.router import Router
 from satellite.upstream import RemoteUpstream
-from tests.support.aws import REGION, dynamodb_client, start_dynamodb_local, start_moto
+from tests.support.aws import REGION, dynamodb_client, sqs_client, start_dynamodb_local, start_moto
 from tests.support.upstreams import ScriptedServer, start_everything, start_scripted
 
 if TYPE_CHECKING:
@@ -208,14 +207,7 @@ def emulator() -> Iterator[tuple[Endpoints, DynamoDBClient, SQSClient]]:
     # DynamoDB Local for the table: moto evaluates concurrent conditional writes without isolation, so two
     # claims racing for one installation could both win there, never on DynamoDB. moto for SQS.
     with start_moto() as moto_endpoint, start_dynamodb_local() as dynamodb_endpoint:
-        sqs = boto3.client(
-            "sqs",
-            endpoint_url=moto_endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-        )
-        yield Endpoints(dynamodb_endpoint, moto_endpoint), dynamodb_client(dynamodb_endpoint), sqs
+        yield Endpoints(dynamodb_endpoint, moto_endpoint), dynamodb_client(dynamodb_endpoint), sqs_client(moto_endpoint)
 
 
 @pytest.fixture

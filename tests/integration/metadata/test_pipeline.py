@@ -15,7 +15,6 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 
 from satellite.aws.events import EventBridgePublisher
@@ -24,7 +23,7 @@ from satellite.aws.tables import ResourceClients, create_resources
 from satellite.errors import StoreError
 from satellite.metadata import listed_entry
 from satellite.tokens import encoding
-from tests.support.aws import REGION, dynamodb_client
+from tests.support.aws import REGION, dynamodb_client, events_client, sqs_client
 from tests.unit.test_metadata import DISCOVERED_AT, direct_tool_tokens, installation, synthetic_catalog
 
 if TYPE_CHECKING:
@@ -61,9 +60,8 @@ class Pipeline:
     """The wired pipeline: a publisher, the buffer queue, the batcher's handler and a store to read back."""
 
     def __init__(self, endpoint: str, handler: Callable[[dict[str, Any], Any], dict[str, Any]]) -> None:
-        credentials = {"region_name": REGION, "aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
-        self.sqs: SQSClient = boto3.client("sqs", endpoint_url=endpoint, **credentials)  # type: ignore[call-overload]
-        self.events = boto3.client("events", endpoint_url=endpoint, **credentials)  # type: ignore[call-overload]
+        self.sqs: SQSClient = sqs_client(endpoint)
+        self.events = events_client(endpoint)
         self.dynamodb: DynamoDBClient = dynamodb_client(endpoint)
         self.resources = create_resources(
             ResourceClients(dynamodb=self.dynamodb, sqs=self.sqs, events=self.events), NAMES

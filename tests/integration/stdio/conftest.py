@@ -7,14 +7,13 @@ import uuid
 from typing import TYPE_CHECKING
 
 import anyio.to_thread
-import boto3
 import pytest
 
 from satellite.aws.catalog_store import DynamoCatalogStore
 from satellite.aws.tables import create_tables
 from satellite.config import Settings
 from satellite.installation import Installation, Transport
-from tests.support.aws import REGION, dynamodb_client, start_moto
+from tests.support.aws import dynamodb_client, sqs_client, start_moto
 from tests.support.upstreams import EVERYTHING_ENTRY, NODE_MODULES
 from tests.support.waiting import eventually
 
@@ -42,25 +41,14 @@ def moto_endpoint() -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def dynamodb(moto_endpoint: str) -> DynamoDBClient:
-    # moto keeps its state per process, not per server: create the tables only once.
     client = dynamodb_client(moto_endpoint)
-    existing = client.list_tables()["TableNames"]
-    if CATALOG_TABLE not in existing:
-        create_tables(client, {"CatalogTable": CATALOG_TABLE})
-    if CLAIMS_TABLE not in existing:
-        create_claims_table(client, CLAIMS_TABLE)
+    create_tables(client, {"CatalogTable": CATALOG_TABLE, "ClaimsTable": CLAIMS_TABLE})
     return client
 
 
 @pytest.fixture(scope="session")
 def sqs(moto_endpoint: str) -> SQSClient:
-    return boto3.client(
-        "sqs",
-        endpoint_url=moto_endpoint,
-        region_name=REGION,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-    )
+    return sqs_client(moto_endpoint)
 
 
 @pytest.fixture(scope="session")
@@ -71,17 +59,6 @@ def store(dynamodb: DynamoDBClient) -> DynamoCatalogStore:
 @pytest.fixture
 def team_id() -> str:
     return f"team-{uuid.uuid4().hex[:8]}"
-
-
-def create_claims_table(client: DynamoDBClient, name: str) -> None:
-    """The claims table as ``satellite/aws/claims_store.py`` documents it (request_id key, TTL on expires_at)."""
-    client.create_table(
-        TableName=name,
-        KeySchema=[{"AttributeName": "request_id", "KeyType": "HASH"}],
-        AttributeDefinitions=[{"AttributeName": "request_id", "AttributeType": "S"}],
-        BillingMode="PAY_PER_REQUEST",
-    )
-    client.update_time_to_live(TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"})
 
 
 def worker_settings(root: Path, **overrides: object) -> Settings:

@@ -15,16 +15,14 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import boto3
 import pytest
-from botocore.config import Config
 
 from satellite.aws.stdio_bridge import LAST_USED_TAG, SqsStdioBridge, sweep_reply_queues
 from satellite.errors import FailureKind, UpstreamError
 from satellite.installation import Installation, Transport
 from satellite.installations import control_request
 from satellite.stdio.messages import Reply, ReplyError, Request, RequestKind
-from tests.support.aws import REGION, start_moto
+from tests.support.aws import sqs_client, start_moto
 from tests.support.waiting import eventually
 
 if TYPE_CHECKING:
@@ -91,14 +89,7 @@ class Responder:
 @pytest.fixture(scope="module")
 def sqs() -> Iterator[SQSClient]:
     with start_moto() as endpoint:
-        yield boto3.client(
-            "sqs",
-            endpoint_url=endpoint,
-            region_name=REGION,
-            aws_access_key_id="testing",
-            aws_secret_access_key="testing",
-            config=Config(max_pool_connections=64),
-        )
+        yield sqs_client(endpoint)
 
 
 @pytest.fixture(scope="module")

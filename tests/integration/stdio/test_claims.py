@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from satellite.aws.claims_store import DynamoClaimsStore
-from tests.integration.stdio.conftest import create_claims_table
+from satellite.aws.tables import create_tables
 from tests.support.aws import dynamodb_client, start_dynamodb_local
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ TABLE = "claims-race"
 def claims() -> Iterator[DynamoClaimsStore]:
     with start_dynamodb_local() as endpoint:
         client = dynamodb_client(endpoint)
-        create_claims_table(client, TABLE)
+        create_tables(client, {"ClaimsTable": TABLE})
         yield DynamoClaimsStore(TABLE, client)
 
 
