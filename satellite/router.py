@@ -23,7 +23,6 @@ from satellite.catalog import (
     InstallationCatalog,
     TeamCatalog,
     format_resource_uri,
-    format_tool_path,
     parse_resource_uri,
     parse_tool_path,
     rewrite_ui_meta,
@@ -242,14 +241,7 @@ class Router:
         catalog = team.visible_to(identity.user_id)
         index = SearchIndex.build(
             [
-                SearchDocument(
-                    path=format_tool_path(entry.slug, tool.name),
-                    server=entry.slug,
-                    name=tool.name,
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    embedding=tool.search_embedding,
-                )
+                SearchDocument.from_definition(entry.slug, tool.definition, tool.search_embedding)
                 for entry in catalog.serving()
                 for tool in entry.tools
             ]

@@ -12,19 +12,6 @@ if TYPE_CHECKING:
     from typing import TextIO
 
 
-def _document(tool: dict[str, Any]) -> SearchDocument:
-    server = str(tool["server"])
-    name = str(tool["name"])
-    schema = tool.get("inputSchema")
-    return SearchDocument(
-        path=f"{server}:{name}",
-        server=server,
-        name=name,
-        description=str(tool.get("description") or ""),
-        input_schema=schema if isinstance(schema, dict) else {},
-    )
-
-
 def _json_lines(path: Path) -> list[dict[str, Any]]:
     with path.open(encoding="utf-8") as lines:
         return [json.loads(line) for line in lines if line.strip()]
@@ -42,7 +29,7 @@ def run(catalog: Path, queries: Path, limit: int, out: TextIO) -> None:
     Raises:
         ModelNotBuiltError: If the static embedding table has not been built.
     """
-    index = SearchIndex.build([_document(tool) for tool in _json_lines(catalog)])
+    index = SearchIndex.build([SearchDocument.from_definition(str(t["server"]), t) for t in _json_lines(catalog)])
     for query in _json_lines(queries):
         text = str(query["q"])
         results = [hit.path for hit in index.search(text, limit)]

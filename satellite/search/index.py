@@ -13,6 +13,7 @@ one query, and only roughly between queries.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,7 +33,7 @@ from satellite.search.lexical import Fields, LexicalIndex
 from satellite.search.text import content_words, split_words
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Sequence
 
     from numpy.typing import NDArray
 
@@ -53,6 +54,22 @@ class SearchDocument:
     description: str
     input_schema: Mapping[str, Any]
     embedding: bytes | None = None
+
+    @classmethod
+    def from_definition(
+        cls, server: str, definition: Mapping[str, Any], embedding: bytes | None = None
+    ) -> SearchDocument:
+        """The document of an MCP tool definition (``name``, ``description``, ``inputSchema``) of ``server``."""
+        name = str(definition["name"])
+        schema = definition.get("inputSchema")
+        return cls(
+            path=f"{server}:{name}",
+            server=server,
+            name=name,
+            description=str(definition.get("description") or ""),
+            input_schema=schema if isinstance(schema, Mapping) else {},
+            embedding=embedding,
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ import anyio
 
 from satellite.catalog import CachedResource, CachedResourceTemplate, CachedTool, DiscoveredCatalog
 from satellite.errors import FailureKind, InvalidInstallation, UpstreamError
+from satellite.search import SearchDocument, embed_document
 from satellite.upstream.connection import classify_failure, open_session
 from satellite.upstream.sanitise import sanitise_resources, sanitise_templates, sanitise_tools
 
@@ -198,7 +199,10 @@ async def discover_catalog(
         transport=transport,
         discovered_at=started_at,
         filled_by=f"discovery:{transport}",
-        tools=tuple(CachedTool(t, started_at, transport) for t in tools),
+        tools=tuple(
+            CachedTool(t, started_at, transport, embed_document(SearchDocument.from_definition(installation.slug, t)))
+            for t in tools
+        ),
         resources=tuple(CachedResource(r, started_at, transport) for r in resources),
         templates=tuple(CachedResourceTemplate(t, started_at, transport) for t in templates),
         warnings=tuple(warnings),

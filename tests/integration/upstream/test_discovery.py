@@ -10,6 +10,7 @@ import pytest
 from satellite.config import DiscoveryLimits
 from satellite.errors import FailureKind
 from satellite.installation import Installation, Transport
+from satellite.search.embedding import EMBEDDING_BYTES
 from satellite.upstream.discovery import discover, discover_many
 from tests.support.upstreams import closed_port_url
 
@@ -58,6 +59,10 @@ async def test_discovery_over_streamable_http_finds_every_tool_resource_and_temp
     assert catalog.discovered_at == NOW
     assert catalog.warnings == ()
     assert report.duration_seconds > 0
+    # And each tool's search embedding was computed here, at discovery, not by the gateway per load
+    assert all(
+        tool.search_embedding is not None and len(tool.search_embedding) == EMBEDDING_BYTES for tool in catalog.tools
+    )
 
 
 async def test_discovery_over_sse_finds_the_same_catalog(everything_sse: str) -> None:
