@@ -20,9 +20,11 @@ import anyio.to_thread
 from rapidfuzz import fuzz, process
 
 from satellite.catalog import (
+    CachedTool,
     InstallationCatalog,
     TeamCatalog,
     format_resource_uri,
+    format_tool_path,
     parse_resource_uri,
     parse_tool_path,
     rewrite_ui_meta,
@@ -60,6 +62,7 @@ class _View:
     version: int
     catalog: TeamCatalog
     index: SearchIndex
+    tools: Mapping[str, tuple[InstallationCatalog, CachedTool]]
 
 
 class Router:
@@ -95,7 +98,7 @@ class Router:
         view = await self._view(identity)
         started = time.perf_counter()
         hits = view.index.search(query, MAX_DISCOVER_LIMIT)
-        tools = [self._hit(view.catalog, hit.path, hit.score) for hit in hits[:limit]]
+        tools = [_hit(*view.tools[hit.path], hit.score) for hit in hits[:limit]]
         response: dict[str, Any] = {
             "query": query,
             "tools": tools,
@@ -239,39 +242,16 @@ class Router:
             return cached
         team = await anyio.to_thread.run_sync(self._store.load_catalog, identity.team_id)
         catalog = team.visible_to(identity.user_id)
+        tools = {format_tool_path(e.slug, t.name): (e, t) for e in catalog.serving() for t in e.tools}
         index = SearchIndex.build(
-            [
-                SearchDocument.from_definition(entry.slug, tool.definition, tool.search_embedding)
-                for entry in catalog.serving()
-                for tool in entry.tools
-            ]
+            [SearchDocument.from_definition(e.slug, t.definition, t.search_embedding) for e, t in tools.values()]
         )
-        view = _View(team.version, catalog, index)
+        view = _View(team.version, catalog, index, tools)
         self._views[key] = view
         logger.info(
             "catalog loaded", extra={"operation": "load_catalog", "team": identity.team_id, "tools": len(index)}
         )
         return view
-
-    @staticmethod
-    def _hit(catalog: TeamCatalog, path: str, score: float) -> dict[str, Any]:
-        slug, name = parse_tool_path(path)
-        entry = catalog.by_slug(slug)
-        tool = entry.tool(name)
-        if tool is None:
-            raise NotFound(f"indexed tool {path!r} vanished from its catalog view")
-        hit: dict[str, Any] = {
-            "tool_path": path,
-            "description": _short(tool.description),
-            "server": slug,
-            "transport": str(entry.installation.transport),
-            "score": round(score, 3),
-            "signature": render_signature(name, tool.input_schema),
-        }
-        meta = rewrite_ui_meta(tool.meta, slug)
-        if meta:
-            hit["_meta"] = meta
-        return hit
 
     @staticmethod
     def _installation(catalog: TeamCatalog, slug: str, tool_path: str) -> InstallationCatalog:
@@ -300,6 +280,21 @@ class Router:
                 f"server {entry.slug!r} is {status.status} since {status.changed_at.isoformat()}{reason}. "
                 "Its tools are hidden from discover_mcp_tools until it recovers; try again later."
             )
+
+
+def _hit(entry: InstallationCatalog, tool: CachedTool, score: float) -> dict[str, Any]:
+    hit: dict[str, Any] = {
+        "tool_path": format_tool_path(entry.slug, tool.name),
+        "description": _short(tool.description),
+        "server": entry.slug,
+        "transport": str(entry.installation.transport),
+        "score": round(score, 3),
+        "signature": render_signature(tool.name, tool.input_schema),
+    }
+    meta = rewrite_ui_meta(tool.meta, entry.slug)
+    if meta:
+        hit["_meta"] = meta
+    return hit
 
 
 def _short(description: str) -> str:
